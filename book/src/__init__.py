@@ -1,0 +1,34 @@
+"""The book's helper package: ``from src import cp, cpx`` in every lesson.
+
+``cp`` is CuPy and ``cpx`` is cupyx on a machine with a usable GPU; on any
+other machine they are the CPU device model (`src.cpudevice`), which mirrors
+the part of CuPy's API the book uses and does the work for real on the CPU.
+"""
+from .backend import choose as _choose
+
+BACKEND, cp, cpx = _choose()
+
+
+def device_names():
+    """Names of the devices the active backend sees, as text."""
+    names = []
+    for i in range(cp.cuda.runtime.getDeviceCount()):
+        props = cp.cuda.runtime.getDeviceProperties(i)
+        names.append(props["name"].decode())
+    return names
+
+
+def banner():
+    """Print which backend runs this lesson and on which devices."""
+    if BACKEND == "gpu":
+        kind = f"GPU, CuPy {cp.__version__}"
+    else:
+        kind = ("CPU device model (no usable GPU, or BOOK_BACKEND=cpu): "
+                "real work on the CPU, CPU numbers")
+    print(f"Backend: {kind}")
+    for i, name in enumerate(device_names()):
+        total = cp.cuda.runtime.getDeviceProperties(i)["totalGlobalMem"]
+        print(f"  device {i}: {name}, {total / 2**30:.1f} GiB")
+
+
+__all__ = ["BACKEND", "cp", "cpx", "banner", "device_names"]

@@ -1,0 +1,39 @@
+"""Backend selection: BOOK_BACKEND picks CuPy or the CPU device model."""
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+BOOK = Path(__file__).resolve().parents[1] / "book"
+
+
+def run_import(backend, code="from src import BACKEND; print(BACKEND)"):
+    env = dict(os.environ, BOOK_BACKEND=backend)
+    return subprocess.run([sys.executable, "-c", code], cwd=BOOK, env=env,
+                          capture_output=True, text=True, timeout=120)
+
+
+def gpu_usable():
+    r = subprocess.run([sys.executable, "-c",
+                        "import cupy; print(cupy.is_available())"],
+                       capture_output=True, text=True, timeout=120)
+    return r.stdout.strip() == "True"
+
+
+def test_gpu_backend_without_gpu_is_a_clear_error():
+    if gpu_usable():
+        pytest.skip("this machine has a usable GPU")
+    r = run_import("gpu")
+    assert r.returncode != 0
+    last = r.stderr.strip().splitlines()[-1]
+    assert last.startswith("src.backend.BackendUnavailableError: "
+                           "BOOK_BACKEND=gpu, but CuPy cannot use a GPU")
+    assert "BOOK_BACKEND=cpu" in last
+
+
+def test_unknown_backend_name_is_rejected():
+    r = run_import("tpu")
+    assert r.returncode != 0
+    assert "BOOK_BACKEND='tpu' is not one of auto, gpu, cpu" in r.stderr
