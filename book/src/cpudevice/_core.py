@@ -671,8 +671,8 @@ def _like(a, dtype, shape):
             a.shape if shape is None else shape)
 
 
-def empty_like(a, dtype=None, order="K", subok=None, shape=None):
-    dtype, shape = _like(a, dtype, shape)
+def empty_like(prototype, dtype=None, order="K", subok=None, shape=None):
+    dtype, shape = _like(prototype, dtype, shape)
     return empty(shape, dtype)
 
 
