@@ -59,9 +59,9 @@ _states_lock = threading.Lock()
 
 
 def _state(device_id):
-    device_id = runtime._check(device_id)
     st = _states.get(device_id)
     if st is None:
+        device_id = runtime._check(device_id)
         with _states_lock:
             st = _states.setdefault(device_id, _DeviceState(device_id))
     return st

@@ -79,7 +79,13 @@ def _config():
 
 
 _N_DEVICES, _CAPACITY = _config()
-_tls = threading.local()
+
+
+class _DeviceTLS(threading.local):
+    device = 0                  # the current device of this thread
+
+
+_tls = _DeviceTLS()
 
 
 def _check(device):
@@ -97,7 +103,7 @@ def getDeviceCount():
 
 
 def getDevice():
-    return getattr(_tls, "device", 0)
+    return _tls.device
 
 
 def setDevice(device):
