@@ -78,7 +78,9 @@ def _broadcast_shape(arrays):
         return numpy.broadcast_shapes(*shapes)
     except ValueError:
         raise ValueError("operands could not be broadcast together with "
-                         "shapes " + " ".join(str(s) for s in shapes)) \
+                         "shapes " + " ".join(str(s) for s in shapes) +
+                         ": each axis must match or be 1 (reshape an "
+                         "operand, or add an axis with x[:, None])") \
             from None
 
 
@@ -475,12 +477,14 @@ class ndarray:
                 raise TypeError("Only numpy.ndarray can be obtained from "
                                 "cupy.ndarray")
             if self.dtype != out.dtype:
-                raise TypeError("{} array cannot be obtained from {} array"
-                                .format(out.dtype, self.dtype))
+                raise TypeError("{} array cannot be obtained from {} array "
+                                "(give an `out` of dtype {})".format(
+                                    out.dtype, self.dtype, self.dtype))
             if self.shape != out.shape:
                 raise ValueError("Shape mismatch. Expected shape: {}, "
-                                 "actual shape: {}".format(self.shape,
-                                                           out.shape))
+                                 "actual shape: {} (give an `out` of the "
+                                 "array's shape)".format(self.shape,
+                                                         out.shape))
         else:
             out = numpy.empty(self.shape, self.dtype,
                               order="F" if order == "F" else "C")
@@ -492,11 +496,14 @@ class ndarray:
         if not isinstance(arr, numpy.ndarray):
             raise TypeError("Only numpy.ndarray can be set to cupy.ndarray")
         if self.dtype != arr.dtype:
-            raise TypeError("{} array cannot be set to {} array".format(
-                arr.dtype, self.dtype))
+            raise TypeError("{} array cannot be set to {} array (convert it "
+                            "first: arr.astype(numpy.{}))".format(
+                                arr.dtype, self.dtype, self.dtype))
         if self.shape != arr.shape:
-            raise ValueError("Shape mismatch. Old shape: {}, new shape: {}"
-                             .format(self.shape, arr.shape))
+            raise ValueError("Shape mismatch. Old shape: {}, new shape: {} "
+                             "(set() copies an array of the same shape; "
+                             "reshape it first)".format(self.shape,
+                                                        arr.shape))
         with Device(self.data.device_id):
             _h2d(self._a, arr, stream)
 

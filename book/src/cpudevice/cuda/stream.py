@@ -286,7 +286,9 @@ class _BaseStream:
     def begin_capture(self, mode=None):
         """Start recording this stream's work into a graph (not running it)."""
         if self.ptr == 0:
-            raise RuntimeError("cannot capture on the default (legacy) stream")
+            raise RuntimeError(
+                "cannot capture on the default (legacy) stream: capture on "
+                "a cp.cuda.Stream(non_blocking=True) instead")
         q = _queue_of(self)
         if q.capture is not None:
             raise runtime._error(runtime.errorIllegalState,
