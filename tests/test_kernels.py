@@ -164,7 +164,7 @@ def test_fused_loop_jvp_twin_carries_the_tangent():
     np.testing.assert_array_equal(dx_n, f32(8, 0, 16))
 
 
-@settings(max_examples=50, deadline=None)
+@settings(max_examples=50, deadline=None, database=None)
 @given(st.lists(st.floats(-1e3, 1e3, width=32), min_size=1, max_size=8),
        st.integers(0, 20))
 def test_fused_loop_twin_equals_x_times_two_to_the_n(values, n):

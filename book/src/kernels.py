@@ -199,12 +199,13 @@ def _loop_twin(steps):
         inputs, n, outs = args[:k], args[k], args[k + 1:]
         for out, x in zip(outs, inputs):
             np.copyto(out, x)
-        counts = np.broadcast_to(np.asarray(n), outs[0].shape)
+        counts = np.broadcast_to(np.asarray(n, np.int32), outs[0].shape)
+        fewest = int(counts.min(initial=np.iinfo(np.int32).max))
         current, spare = list(outs), [np.empty_like(o) for o in outs]
         for step in range(int(counts.max(initial=0))):
             for fn, into in zip(steps, spare):
                 fn(*current, into)
-            if counts.min() <= step:          # a per-element n: some are done
+            if step >= fewest:                # a per-element n: some are done
                 done = counts <= step
                 for into, old in zip(spare, current):
                     np.copyto(into, old, where=done)
