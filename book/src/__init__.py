@@ -18,6 +18,11 @@ def device_names():
     return names
 
 
+def pick(cpu, gpu):
+    """A size for this backend: small on the CPU model, larger on a GPU."""
+    return gpu if BACKEND == "gpu" else cpu
+
+
 def banner():
     """Print which backend runs this lesson and on which devices."""
     if BACKEND == "gpu":
@@ -31,4 +36,4 @@ def banner():
         print(f"  device {i}: {name}, {total / 2**30:.1f} GiB")
 
 
-__all__ = ["BACKEND", "cp", "cpx", "banner", "device_names"]
+__all__ = ["BACKEND", "cp", "cpx", "banner", "device_names", "pick"]

@@ -1,0 +1,109 @@
+"""The CPU device model: the part of CuPy's API the book uses, run on the CPU.
+
+Same names, signatures, exceptions and semantics as CuPy, with the work done
+for real: arrays live in a memory pool of real buffers, operations are queued
+on streams run by worker threads, copies go through copy engines, and pinned
+host memory is page-locked. See DESIGN in the repository for what it keeps.
+Imported as ``cp`` by ``from src import cp`` when no GPU is usable.
+"""
+import numpy as _np
+
+from . import cuda, random  # noqa: F401
+from . import cupyx  # noqa: F401
+from ._core import (ndarray, asarray, asnumpy, array, ascontiguousarray,  # noqa
+                    empty, zeros, ones, full, empty_like, zeros_like,
+                    ones_like, full_like, arange, linspace, dot, matmul,
+                    get_array_module, _make_ufunc, _reduce, _in_fused_body)
+from ._kernel import ElementwiseKernel, ReductionKernel, RawKernel, fuse  # noqa
+from .cuda.memory import get_default_memory_pool  # noqa: F401
+from .cuda.pinned_memory import get_default_pinned_memory_pool  # noqa: F401
+
+__version__ = "14.2.0+cpudevice"
+
+# dtypes and constants, as CuPy re-exports them from NumPy
+from numpy import (bool_, int8, int16, int32, int64, uint8, uint16,  # noqa
+                   uint32, uint64, float16, float32, float64, complex64,
+                   complex128, dtype, newaxis, pi, e, inf, nan)
+
+for _name in ["add", "subtract", "multiply", "divide", "true_divide",
+              "floor_divide", "power", "remainder", "mod", "negative",
+              "absolute", "sqrt", "square", "exp", "log", "log2", "log10",
+              "sin", "cos", "tan", "tanh", "arctan2", "maximum", "minimum",
+              "fmax", "fmin", "abs", "sign", "floor", "ceil", "rint",
+              "isnan", "isinf", "isfinite", "less", "less_equal", "greater",
+              "greater_equal", "equal", "not_equal", "logical_and",
+              "logical_or", "logical_not", "hypot", "reciprocal", "cbrt",
+              "expm1", "log1p", "sinh", "cosh", "arcsin", "arccos",
+              "arctan"]:
+    globals()[_name] = _make_ufunc(getattr(_np, _name))
+
+
+def is_available():
+    """True: the model always has its virtual devices."""
+    return cuda.runtime.getDeviceCount() > 0
+
+
+def _reduction(func, has_dtype=True, **fixed):
+    if has_dtype:
+        def f(a, axis=None, dtype=None, out=None, keepdims=False):
+            return _reduce(func, a, axis, dtype, out, keepdims, **fixed)
+    else:
+        def f(a, axis=None, out=None, keepdims=False):
+            return _reduce(func, a, axis, None, out, keepdims, **fixed)
+    f.__name__ = func.__name__
+    f.__doc__ = f"``{func.__name__}``, queued as one reduction kernel."
+    return f
+
+
+sum = _reduction(_np.sum)
+prod = _reduction(_np.prod)
+mean = _reduction(_np.mean)
+max = amax = _reduction(_np.max, has_dtype=False)
+min = amin = _reduction(_np.min, has_dtype=False)
+all = _reduction(_np.all, has_dtype=False)
+any = _reduction(_np.any, has_dtype=False)
+argmax = _reduction(_np.argmax, has_dtype=False)
+argmin = _reduction(_np.argmin, has_dtype=False)
+
+
+def var(a, axis=None, dtype=None, out=None, ddof=0, keepdims=False):
+    return _reduce(_np.var, a, axis, dtype, out, keepdims, ddof=ddof)
+
+
+def std(a, axis=None, dtype=None, out=None, ddof=0, keepdims=False):
+    return _reduce(_np.std, a, axis, dtype, out, keepdims, ddof=ddof)
+
+
+def where(condition, x, y):
+    """Elementwise choice, queued as one kernel."""
+    if _in_fused_body():
+        return _np.where(condition, x, y)
+    return _where(condition, x, y)
+
+
+_where = _make_ufunc(_np.frompyfunc(lambda c, x, y: x if c else y, 3, 1))
+
+
+def allclose(a, b, rtol=1.e-5, atol=1.e-8, equal_nan=False):
+    """0-d boolean device array: are ``a`` and ``b`` close everywhere?"""
+    close = isclose(a, b, rtol, atol, equal_nan)
+    return all(close)
+
+
+def isclose(a, b, rtol=1.e-5, atol=1.e-8, equal_nan=False):
+    diff = absolute(subtract(a, b))
+    tol = add(atol, multiply(rtol, absolute(b)))
+    out = less_equal(diff, tol)
+    if equal_nan:
+        out = logical_or(out, logical_and(isnan(a), isnan(b)))
+    return out
+
+
+def array_equal(a1, a2, equal_nan=False):
+    if a1.shape != a2.shape:
+        return zeros((), bool_)
+    return all(equal(a1, a2))
+
+
+def clip(a, a_min, a_max, out=None):
+    return minimum(maximum(a, a_min), a_max, out=out)

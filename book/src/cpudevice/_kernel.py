@@ -1,0 +1,273 @@
+"""User-defined kernels on the CPU device model (``cupy.ElementwiseKernel``,
+``cupy.ReductionKernel``, ``cupy.RawKernel``, ``cupy.fuse``).
+
+The model cannot run CUDA C. A kernel keeps its CUDA source (shown by the
+lessons, compiled by NVRTC in the tests) and, when launched, runs the NumPy
+twin registered for its name in `src.twins`, queued on the current stream
+like any kernel. Arguments are checked at the call as CuPy checks them.
+"""
+import numpy
+
+from .. import twins
+from . import _core
+from ._core import _broadcast_shape, _check_device, _empty, ndarray
+from .cuda.stream import _queue_of
+
+_C_TYPES = {
+    "bool": "bool", "char": "int8", "signed char": "int8",
+    "unsigned char": "uint8", "short": "int16", "unsigned short": "uint16",
+    "int": "int32", "unsigned int": "uint32", "long long": "int64",
+    "unsigned long long": "uint64", "half": "float16", "float": "float32",
+    "double": "float64", "complex<float>": "complex64",
+    "complex<double>": "complex128",
+}
+_NUMPY_NAMES = {"bool", "int8", "int16", "int32", "int64", "uint8", "uint16",
+                "uint32", "uint64", "float16", "float32", "float64",
+                "complex64", "complex128"}
+
+
+class _Param:
+    def __init__(self, text):
+        tokens = text.split()
+        if len(tokens) < 2:
+            raise ValueError(f"Syntax error: {text!r}: a parameter is "
+                             "'[raw] TYPE NAME'")
+        self.raw = tokens[0] == "raw"
+        if self.raw:
+            tokens = tokens[1:]
+        self.name = tokens[-1]
+        self.ctype = " ".join(tokens[:-1])
+        name = _C_TYPES.get(self.ctype, self.ctype)
+        self.dtype = numpy.dtype(name) if name in _NUMPY_NAMES else None
+
+
+def _parse(params):
+    return tuple(_Param(p) for p in params.split(",") if p.strip())
+
+
+def _launch_on(stream, fn):
+    q = _queue_of(stream)
+    q.submit(fn, q.dev.compute)
+
+
+def _resolve_types(in_params, args, out_params=(), outs=()):
+    """Bind type placeholders as CuPy does; raise on a fixed-type mismatch."""
+    types = {}
+    for p, a in list(zip(out_params, outs)) + list(zip(in_params, args)):
+        if not isinstance(a, ndarray):
+            if isinstance(a, numpy.ndarray):
+                raise TypeError(f"Unsupported type {type(a)} for argument "
+                                f"{p.name}: copy it with cp.asarray() first")
+            continue
+        if p.dtype is not None:
+            if a.dtype != p.dtype:
+                raise TypeError(
+                    "Type is mismatched. %s %s %s (the kernel declares "
+                    "%s %s; convert with .astype(cp.%s))"
+                    % (p.name, a.dtype, p.dtype, p.ctype, p.name, p.dtype))
+        elif p.ctype in types:
+            if types[p.ctype] != a.dtype:
+                raise TypeError("Type is mismatched. %s %s %s %s"
+                                % (p.name, a.dtype, types[p.ctype], p.ctype))
+        else:
+            types[p.ctype] = a.dtype
+    for p, a in zip(in_params, args):
+        if not isinstance(a, ndarray) and p.dtype is None \
+                and p.ctype not in types:
+            types[p.ctype] = numpy.asarray(a).dtype
+
+    def dtype_of(p):
+        return p.dtype if p.dtype is not None else types[p.ctype]
+    return dtype_of
+
+
+def _host_value(p, a, dtype_of, shape):
+    """What the twin receives for argument ``a`` of parameter ``p``."""
+    if isinstance(a, ndarray):
+        return a._a if p.raw else numpy.broadcast_to(a._a, shape)
+    return dtype_of(p).type(a)
+
+
+class ElementwiseKernel:
+    """An elementwise kernel; on the model it runs its NumPy twin."""
+
+    def __init__(self, in_params, out_params, operation, name="kernel",
+                 reduce_dims=True, preamble="", no_return=False,
+                 return_tuple=False, loop_prep="", after_loop="",
+                 options=()):
+        self.in_params = _parse(in_params)
+        self.out_params = _parse(out_params)
+        self.nin, self.nout = len(self.in_params), len(self.out_params)
+        self.nargs = self.nin + self.nout
+        self.operation = operation
+        self.name = name
+        self.preamble = preamble
+        self.no_return = no_return
+        self.return_tuple = return_tuple
+        self.options = options
+
+    def __call__(self, *args, size=None, block_size=None):
+        if len(args) not in (self.nin, self.nargs):
+            raise TypeError(f"Wrong number of arguments for {self.name!r}: "
+                            f"{len(args)} given, {self.nin} or {self.nargs} "
+                            "expected")
+        ins, outs = args[:self.nin], args[self.nin:]
+        arrays = [a for a in args if isinstance(a, ndarray)]
+        _check_device(arrays)
+        dtype_of = _resolve_types(self.in_params, ins, self.out_params, outs)
+        shaped = [a for p, a in zip(self.in_params + self.out_params, args)
+                  if isinstance(a, ndarray) and not p.raw]
+        if shaped:
+            shape = _broadcast_shape(shaped)
+            if size is not None and size != _core.math.prod(shape):
+                raise ValueError("The size of the arrays is not compatible "
+                                 "with the size argument")
+        elif size is not None:
+            shape = (size,)
+        else:
+            raise ValueError("Loop size is undecided: give size= when no "
+                             "argument array sets the shape")
+        if not outs:
+            outs = tuple(_empty(shape, dtype_of(p)) for p in self.out_params)
+        for o in outs:
+            if not isinstance(o, ndarray):
+                raise TypeError("Output arguments must be cupy.ndarray")
+        host_in = [_host_value(p, a, dtype_of, shape)
+                   for p, a in zip(self.in_params, ins)]
+        host_out = [o._a for o in outs]
+        twin = twins.lookup(self.name)
+        _launch_on(None, lambda: twin(*host_in, *host_out))
+        if self.no_return:
+            return None
+        if self.nout == 1 and not self.return_tuple:
+            return outs[0]
+        return tuple(outs)
+
+
+class ReductionKernel:
+    """A reduction kernel; on the model it runs its NumPy twin."""
+
+    def __init__(self, in_params, out_params, map_expr, reduce_expr,
+                 post_map_expr, identity, name="reduce_kernel",
+                 reduce_type=None, reduce_dims=True, preamble="",
+                 options=()):
+        self.in_params = _parse(in_params)
+        self.out_params = _parse(out_params)
+        if len(self.out_params) != 1:
+            raise NotImplementedError("the CPU device model supports one "
+                                      "output per reduction")
+        self.nin = len(self.in_params)
+        self.map_expr, self.reduce_expr = map_expr, reduce_expr
+        self.post_map_expr, self.identity = post_map_expr, identity
+        self.name = name
+        self.reduce_type = reduce_type
+        self.preamble = preamble
+        self.options = options
+
+    def __call__(self, *args, out=None, axis=None, keepdims=False,
+                 stream=None):
+        if len(args) != self.nin:
+            raise TypeError(f"Wrong number of arguments for {self.name!r}: "
+                            f"{len(args)} given, {self.nin} expected")
+        arrays = [a for a in args if isinstance(a, ndarray)]
+        _check_device(arrays)
+        dtype_of = _resolve_types(self.in_params, args,
+                                  self.out_params, () if out is None
+                                  else (out,))
+        if not arrays:
+            raise ValueError("a reduction needs at least one array argument")
+        shape = _broadcast_shape([a for p, a in zip(self.in_params, args)
+                                  if isinstance(a, ndarray) and not p.raw])
+        rshape = _core._reduced_shape(shape, axis, keepdims)
+        if out is None:
+            out = _empty(rshape, dtype_of(self.out_params[0]))
+        elif out.shape != rshape:
+            raise ValueError(f"Out shape is mismatched: {out.shape} != "
+                             f"{rshape}")
+        host_in = [_host_value(p, a, dtype_of, shape)
+                   for p, a in zip(self.in_params, args)]
+        dst = out._a
+        twin = twins.lookup(self.name)
+
+        def run():
+            dst[...] = twin(*host_in, axis=axis, keepdims=keepdims)
+        _launch_on(stream, run)
+        return out
+
+
+class RawKernel:
+    """A kernel from CUDA C source; on the model it runs its NumPy twin."""
+
+    def __init__(self, code, name, options=(), backend="nvrtc",
+                 translate_cucomplex=False, *,
+                 enable_cooperative_groups=False, jitify=False):
+        self.code = code
+        self.name = name
+        self.options = options
+        self.backend = backend
+
+    def __call__(self, grid, block, args, *, shared_mem=0):
+        grid = grid if isinstance(grid, tuple) else (grid,)
+        block = block if isinstance(block, tuple) else (block,)
+        if not isinstance(args, tuple):
+            raise TypeError("kernel arguments must be a tuple")
+        arrays = [a for a in args if isinstance(a, ndarray)]
+        _check_device(arrays)
+        for a in args:
+            if isinstance(a, numpy.ndarray) and a.ndim:
+                raise TypeError(f"Unsupported type {type(a)}: kernel "
+                                "arguments must be device arrays or scalars")
+        host = tuple(a._a.reshape(-1) if isinstance(a, ndarray)
+                     and a.flags.c_contiguous else
+                     a._a if isinstance(a, ndarray) else a for a in args)
+        twin = twins.lookup(self.name)
+        _launch_on(None, lambda: twin(grid, block, host,
+                                      shared_mem=shared_mem))
+
+
+# -- cupy.fuse -----------------------------------------------------------------
+_fusing = _core._fusing
+
+
+class _Fused:
+    def __init__(self, func, name):
+        self.func = func
+        self.name = name or func.__name__
+        self.__name__ = self.name
+        self.__doc__ = func.__doc__
+
+    def _body(self, *args):
+        _fusing.on = True
+        try:
+            return self.func(*args)
+        finally:
+            _fusing.on = False
+
+    def __call__(self, *args):
+        arrays = [a for a in args if isinstance(a, ndarray)]
+        if not arrays:
+            return self.func(*args)
+        _check_device(arrays)
+        shape = _broadcast_shape(arrays)
+        dummies = [numpy.zeros((1,) * max(a.ndim, 1), a.dtype)
+                   if isinstance(a, ndarray) else a for a in args]
+        with numpy.errstate(all="ignore"):
+            probe = numpy.asarray(self._body(*dummies))
+        if probe.size == 1 and probe.ndim == 0:
+            shape = ()
+        out = _empty(shape, probe.dtype)
+        views = [a._a if isinstance(a, ndarray) else a for a in args]
+        dst = out._a
+
+        def run():
+            dst[...] = self._body(*views)
+        _core._launch(run)
+        return out
+
+
+def fuse(*args, **kwargs):
+    """Fuse a function of elementwise operations into one kernel launch."""
+    name = kwargs.get("kernel_name")
+    if len(args) == 1 and callable(args[0]) and not kwargs:
+        return _Fused(args[0], None)
+    return lambda f: _Fused(f, name)

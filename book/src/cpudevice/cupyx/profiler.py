@@ -1,0 +1,136 @@
+"""``cupyx.profiler`` on the CPU device model: ``benchmark`` and ``time_range``.
+
+``benchmark`` is CuPy's algorithm: host time with ``time.perf_counter``
+around each call, device time from events recorded before and after it.
+"""
+import contextlib
+import math
+import time
+
+import numpy
+
+from ..cuda import runtime
+from ..cuda.device import Device
+from ..cuda.stream import Event, get_elapsed_time
+
+
+class _PerfCaseResult:
+    """Timing results of ``benchmark``; print it for a summary."""
+
+    def __init__(self, name, ts, devices):
+        self.name = name
+        self._ts = ts
+        self._devices = devices
+
+    def __repr__(self):
+        return self.to_str(show_gpu=True)
+
+    @property
+    def cpu_times(self):
+        """Host seconds per repeat, shape ``(n_repeat,)``."""
+        return self._ts[0]
+
+    @property
+    def gpu_times(self):
+        """Device seconds per repeat, shape ``(len(devices), n_repeat)``."""
+        return self._ts[1:]
+
+    @staticmethod
+    def _to_str_per_item(device_name, t):
+        t_us = t * 1e6
+        s = "    {}: {:9.03f} us".format(device_name, t_us.mean())
+        if t.size > 1:
+            s += "   +/- {:6.03f} (min: {:9.03f} / max: {:9.03f}) us".format(
+                t_us.std(), t_us.min(), t_us.max())
+        return s
+
+    def to_str(self, show_gpu=False):
+        results = [self._to_str_per_item("CPU", self._ts[0])]
+        if show_gpu:
+            for i, d in enumerate(self._devices):
+                results.append(self._to_str_per_item(
+                    "GPU-{}".format(d), self._ts[1 + i]))
+        return "{:<20s}:{}".format(self.name, " ".join(results))
+
+    def __str__(self):
+        return self.to_str(show_gpu=True)
+
+
+def benchmark(func, args=(), kwargs={}, n_repeat=10000, *, name=None,
+              n_warmup=10, max_duration=math.inf, devices=None):
+    """Time ``func(*args, **kwargs)`` on the host and on the devices."""
+    if name is None:
+        name = func.__name__
+    if devices is None:
+        devices = (runtime.getDevice(),)
+    if not callable(func):
+        raise ValueError("`func` should be a callable object.")
+    if not isinstance(args, tuple):
+        raise ValueError("`args` should be of tuple type.")
+    if not isinstance(kwargs, dict):
+        raise ValueError("`kwargs` should be of dict type.")
+    if not isinstance(n_repeat, int):
+        raise ValueError("`n_repeat` should be an integer.")
+    if not isinstance(devices, tuple):
+        raise ValueError("`devices` should be of tuple type")
+
+    def on_each(action):
+        for i, d in enumerate(devices):
+            with Device(d):
+                action(i)
+
+    starts = [Event() for _ in devices]
+    ends = [Event() for _ in devices]
+    for _ in range(n_warmup):
+        func(*args, **kwargs)
+    on_each(lambda i: starts[i].record())
+    for e in starts:
+        e.synchronize()
+    cpu, gpu = [], [[] for _ in devices]
+    duration = 0.0
+    for _ in range(n_repeat):
+        on_each(lambda i: starts[i].record())
+        t1 = time.perf_counter()
+        func(*args, **kwargs)
+        t2 = time.perf_counter()
+        on_each(lambda i: ends[i].record())
+        for e in ends:
+            e.synchronize()
+        cpu.append(t2 - t1)
+        for i in range(len(devices)):
+            gpu[i].append(get_elapsed_time(starts[i], ends[i]) * 1e-3)
+        duration += time.perf_counter() - t1
+        if duration > max_duration:
+            break
+    ts = numpy.asarray([cpu] + gpu, dtype=numpy.float64)
+    return _PerfCaseResult(name, ts, devices=devices)
+
+
+@contextlib.contextmanager
+def _range(sync):
+    if sync:
+        runtime.deviceSynchronize()
+    try:
+        yield
+    finally:
+        if sync:
+            runtime.deviceSynchronize()
+
+
+class time_range(contextlib.ContextDecorator):
+    """Mark a range for a profiler (NVTX on a GPU; the model has no
+    profiler, so only ``sync=True`` has an effect: it synchronizes the
+    device on entry and exit)."""
+
+    def __init__(self, message=None, color_id=None, argb_color=None,
+                 sync=False):
+        self.message = message
+        self.sync = sync
+
+    def __enter__(self):
+        self._cm = _range(self.sync)
+        self._cm.__enter__()
+        return self
+
+    def __exit__(self, *exc):
+        return self._cm.__exit__(*exc)
