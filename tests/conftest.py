@@ -1,4 +1,4 @@
-"""Tests import the book's helper package as lessons do: ``from src import cp``."""
+"""Tests import the helper package as lessons do: ``from src import cp``."""
 import sys
 from pathlib import Path
 

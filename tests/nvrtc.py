@@ -80,7 +80,7 @@ def compile_ptx(source, arch, name="kernel.cu"):
 
 
 def _params(text, template):
-    """``[(c_type, name, raw)]`` for a CuPy parameter list like 'T x, raw T y'."""
+    """``[(c_type, name, raw)]`` for CuPy parameters like 'T x, raw T y'."""
     out = []
     for param in filter(None, (p.strip() for p in text.split(","))):
         *words, ctype, name = param.split()

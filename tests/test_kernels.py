@@ -25,7 +25,7 @@ def f32(*values):
     return np.array(values, dtype=np.float32)
 
 
-# --- NVRTC: every kernel's CUDA compiles --------------------------------------
+# --- NVRTC: every kernel's CUDA compiles ------------------------------------
 
 @needs_nvrtc
 @pytest.mark.parametrize("arch", ARCHS)
@@ -76,7 +76,7 @@ def test_source_shows_the_cuda_text():
     assert "accumulates in double" in kernels.source(kernels.harmonic_energy)
 
 
-# --- twins against numbers worked out by hand ---------------------------------
+# --- twins against numbers worked out by hand -------------------------------
 
 def test_double_it_twin_writes_x_plus_x():
     y = np.zeros(3, np.float32)

@@ -92,7 +92,7 @@ def launch_overlap(a, offset, n, stream=None, block_size=256):
         raise TypeError("overlap_kernel needs a device array (cp.ndarray), "
                         f"got {type(a).__module__}.{type(a).__name__}")
     if a.dtype != np.float32:
-        raise TypeError(f"overlap_kernel takes float* a: a float32 array, "
+        raise TypeError("overlap_kernel takes float* a: a float32 array, "
                         f"got {a.dtype}")
     if not a.flags.c_contiguous:
         raise ValueError("overlap_kernel indexes a[i] directly, so a must be "
@@ -111,17 +111,12 @@ def launch_overlap(a, offset, n, stream=None, block_size=256):
                    stream=stream)
 
 
-def _threads(dims):
-    """Threads along x of a launch dimension given as an int or a tuple."""
-    return dims if isinstance(dims, int) else dims[0]
-
-
 @twins.register("overlap_kernel")
 def _overlap_twin(grid, block, args, shared_mem=0):
     """In float32 like the kernel; a 1-D launch covers grid*block indices."""
     a, offset, n = args
     offset, n = int(offset), int(n)
-    stop = offset + min(n, _threads(grid) * _threads(block))
+    stop = offset + min(n, grid[0] * block[0])
     x = np.arange(offset, stop).astype(np.float32)   # (float)i, rounded
     s, c = np.sin(x), np.cos(x)
     s *= s
@@ -217,7 +212,7 @@ def _loop_twin(steps):
 
 
 def fused_loop(name, cuda_body, numpy_body):
-    """Kernel ``(x, n) -> x_n``: ``n`` steps of ``x = cuda_body`` in one launch.
+    """Kernel ``(x, n) -> x_n``: ``n`` steps of ``x = cuda_body``, one launch.
 
     ``cuda_body`` is a CUDA expression in ``x``; ``numpy_body(x, out)`` writes
     the same step into ``out``. One launch instead of ``n``: no per-step
