@@ -258,7 +258,9 @@ def test_overlap_in_chunks_on_two_streams_equals_one_launch():
     twins.lookup("overlap_kernel")((16,), (256,),
                                    (whole, np.int32(0), np.int32(4096)))
     a = cp.asarray(host)
-    streams = [cp.cuda.Stream(non_blocking=True) for _ in range(2)]
+    # Blocking streams wait for that copy on the legacy null stream;
+    # non_blocking ones would race it and could overwrite a chunk's result.
+    streams = [cp.cuda.Stream() for _ in range(2)]
     for i in range(4):
         kernels.launch_overlap(a, i * 1024, 1024, stream=streams[i % 2])
     for s in streams:
