@@ -1,4 +1,4 @@
-"""Tests import the helper package as lessons do: ``from src import cp``."""
+"""Make `src` (book/src) importable in tests, as it is in the lessons."""
 import sys
 from pathlib import Path
 

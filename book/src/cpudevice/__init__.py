@@ -74,8 +74,11 @@ def std(a, axis=None, dtype=None, out=None, ddof=0, keepdims=False):
     return _reduce(_np.std, a, axis, dtype, out, keepdims, ddof=ddof)
 
 
-def where(condition, x, y):
+def where(condition, x=None, y=None):
     """Elementwise choice, queued as one kernel."""
+    if x is None or y is None:
+        raise NotImplementedError("the CPU device model supports "
+                                  "where(condition, x, y) only")
     if _in_fused_body():
         return _np.where(condition, x, y)
     return _where(condition, x, y)

@@ -38,7 +38,7 @@ def _launch(fn):
 
 
 def _check_device(arrays):
-    dev = runtime.getDevice()
+    dev = runtime._tls.device
     for a in arrays:
         if a.data.device_id != dev:
             raise ValueError(
@@ -50,7 +50,8 @@ def _check_device(arrays):
 
 def _empty(shape, dtype, order="C"):
     dtype = numpy.dtype(dtype)
-    shape = _normalize_shape(shape)
+    if type(shape) is not tuple:
+        shape = _normalize_shape(shape)
     nbytes = math.prod(shape) * dtype.itemsize
     memptr = _pool.malloc(nbytes)
     buf = memptr._buffer if nbytes else numpy.empty(0, numpy.uint8)
@@ -71,6 +72,8 @@ def _normalize_shape(shape):
 
 def _broadcast_shape(arrays):
     shapes = [a.shape for a in arrays]
+    if len(shapes) == 1 or all(s == shapes[0] for s in shapes):
+        return shapes[0]
     try:
         return numpy.broadcast_shapes(*shapes)
     except ValueError:
@@ -647,10 +650,11 @@ def _gather(a, key):
 
 # -- creation ---------------------------------------------------------------------
 def empty(shape, dtype=float, order="C"):
-    return _empty(shape, dtype, order)
+    return _empty(_normalize_shape(shape), dtype, order)
 
 
 def full(shape, fill_value, dtype=None, order="C"):
+    shape = _normalize_shape(shape)
     if dtype is None:
         dtype = numpy.asarray(fill_value).dtype
     out = _empty(shape, dtype, order)
@@ -671,8 +675,8 @@ def _like(a, dtype, shape):
             a.shape if shape is None else shape)
 
 
-def empty_like(a, dtype=None, order="K", subok=None, shape=None):
-    dtype, shape = _like(a, dtype, shape)
+def empty_like(prototype, dtype=None, order="K", subok=None, shape=None):
+    dtype, shape = _like(prototype, dtype, shape)
     return empty(shape, dtype)
 
 

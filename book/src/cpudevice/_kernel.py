@@ -93,7 +93,7 @@ class ElementwiseKernel:
 
     def __init__(self, in_params, out_params, operation, name="kernel",
                  reduce_dims=True, preamble="", no_return=False,
-                 return_tuple=False, loop_prep="", after_loop="",
+                 return_tuple=False, *, loop_prep="", after_loop="",
                  options=()):
         self.in_params = _parse(in_params)
         self.out_params = _parse(out_params)
@@ -198,9 +198,9 @@ class ReductionKernel:
 class RawKernel:
     """A kernel from CUDA C source; on the model it runs its NumPy twin."""
 
-    def __init__(self, code, name, options=(), backend="nvrtc",
-                 translate_cucomplex=False, *,
-                 enable_cooperative_groups=False, jitify=False):
+    def __init__(self, code, name, options=(), backend="nvrtc", *,
+                 translate_cucomplex=False, enable_cooperative_groups=False,
+                 jitify=None):
         self.code = code
         self.name = name
         self.options = options

@@ -45,12 +45,8 @@ class _DeviceState:
             self.reserved -= nbytes
 
     def queues(self):
-        qs = list(self.blocking_queues)
-        from .stream import _nonblocking_queues
-        qs += [q for q in list(_nonblocking_queues) if q.dev is self]
-        if self._null is not None:
-            qs.append(self._null)
-        return qs
+        from .stream import _all_queues
+        return [q for q in list(_all_queues) if q.dev is self]
 
     def synchronize(self):
         """Wait for every queue of the device (cudaDeviceSynchronize)."""
@@ -63,9 +59,9 @@ _states_lock = threading.Lock()
 
 
 def _state(device_id):
-    device_id = runtime._check(device_id)
     st = _states.get(device_id)
     if st is None:
+        device_id = runtime._check(device_id)
         with _states_lock:
             st = _states.setdefault(device_id, _DeviceState(device_id))
     return st

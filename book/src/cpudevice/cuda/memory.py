@@ -16,7 +16,7 @@ import numpy
 from . import runtime
 from .device import _state
 from .memory_hook import _hooks
-from .stream import get_current_stream
+from .stream import _tls as _stream_tls
 
 _UNIT = 512
 
@@ -208,7 +208,8 @@ class SingleDeviceMemoryPool:
     def _malloc(self, size):
         if size == 0:
             return MemoryPointer(_ZeroMemory(self._device_id), 0)
-        stream_ptr = get_current_stream().ptr
+        stream = _stream_tls.streams.get(self._device_id)
+        stream_ptr = 0 if stream is None else stream.ptr
         with self._lock:
             arena = self._arena(stream_ptr)
             chunk = arena.take(size)
@@ -320,7 +321,7 @@ class MemoryPool:
         self._lock = threading.Lock()
 
     def _pool(self):
-        dev = runtime.getDevice()
+        dev = runtime._tls.device
         p = self._pools.get(dev)
         if p is None:
             with self._lock:

@@ -39,14 +39,20 @@ _ERRORS = {
 class CUDARuntimeError(RuntimeError):
     """A CUDA runtime error, with CUDA's status code, name and description."""
 
-    def __init__(self, status, hint=""):
+    def __init__(self, status):
         self.status = status
         name, text = _ERRORS.get(status, ("cudaErrorUnknown", "unknown error"))
-        msg = f"{name}: {text}"
-        super().__init__(f"{msg}. {hint}" if hint else msg)
+        super().__init__(f"{name}: {text}")
 
     def __reduce__(self):
         return (type(self), (self.status,))
+
+
+def _error(status, hint):
+    """CUDA's error for ``status``, with a sentence on what to do."""
+    e = CUDARuntimeError(status)
+    e.args = (f"{e.args[0]}. {hint}",)
+    return e
 
 
 def _parse_bytes(text):
@@ -73,13 +79,19 @@ def _config():
 
 
 _N_DEVICES, _CAPACITY = _config()
-_tls = threading.local()
+
+
+class _DeviceTLS(threading.local):
+    device = 0                  # the current device of this thread
+
+
+_tls = _DeviceTLS()
 
 
 def _check(device):
     device = int(device)
     if not 0 <= device < _N_DEVICES:
-        raise CUDARuntimeError(
+        raise _error(
             errorInvalidDevice,
             f"The CPU device model has {_N_DEVICES} device(s), ids 0 to "
             f"{_N_DEVICES - 1}; set BOOK_CPU_DEVICES for more.")
@@ -91,7 +103,7 @@ def getDeviceCount():
 
 
 def getDevice():
-    return getattr(_tls, "device", 0)
+    return _tls.device
 
 
 def setDevice(device):

@@ -15,9 +15,10 @@ import time
 import weakref
 from collections import deque
 
+import numpy
+
 from . import runtime
 from .device import _state
-from .runtime import CUDARuntimeError
 
 _IDLE_S = 1.0          # a worker with nothing to do for this long exits
 _LAUNCH_BLOCKING = os.environ.get("CUDA_LAUNCH_BLOCKING", "0") == "1"
@@ -39,6 +40,8 @@ class _Queue:
         self.completed = 0          # sequence number of the last item done
         self.error = None           # first failure not yet reported
         self.thread = None
+        self.idle = False           # the worker sleeps, waiting for items
+        self.waiters = 0            # threads waiting for an item to finish
         self.closed = False
         self.capture = None         # list of (engine, fn) while capturing
         self.capture_error = None
@@ -54,7 +57,9 @@ class _Queue:
                 self._invalidate_capture("cross-stream dependencies")
             self.capture.append((engine, fn))
             return None
-        deps = list(deps) + self._legacy_deps()
+        legacy = self._legacy_deps()
+        if legacy:
+            deps = list(deps) + legacy
         with self.cv:
             if self.closed:
                 raise RuntimeError(f"{self.name} stream has been destroyed")
@@ -66,7 +71,7 @@ class _Queue:
                     target=self._work, name=f"cpudevice-{self.name}",
                     daemon=True)
                 self.thread.start()
-            else:
+            elif self.idle:
                 self.cv.notify()
         if _LAUNCH_BLOCKING:
             self.host_wait(seq)
@@ -86,7 +91,7 @@ class _Queue:
     def check_not_capturing(self, what="synchronize"):
         if self.capture is not None:
             self._invalidate_capture(what)
-            raise CUDARuntimeError(
+            raise runtime._error(
                 runtime.errorStreamCaptureUnsupported,
                 f"{what} waits for the host, which a stream under capture "
                 "cannot do; end the capture first")
@@ -95,16 +100,29 @@ class _Queue:
         if self.capture_error is None:
             self.capture_error = why
 
+    def wait_done(self, seq, timeout=None):
+        """Wait until item ``seq`` has run; False if ``timeout`` passed."""
+        if self.completed >= seq:
+            return True
+        with self.cv:
+            self.waiters += 1
+            try:
+                return self.cv.wait_for(lambda: self.completed >= seq,
+                                        timeout)
+            finally:
+                self.waiters -= 1
+
     def host_wait(self, seq, timeout=None):
         """Block the host until item ``seq`` has run; raise its failure."""
         self.check_not_capturing()
-        with self.cv:
-            if not self.cv.wait_for(lambda: self.completed >= seq, timeout):
-                raise TimeoutError(f"{self.name} stream did not reach item "
-                                   f"{seq} within {timeout} s")
-            err, self.error = self.error, None
-        if err is not None:
-            raise err
+        if not self.wait_done(seq, timeout):
+            raise TimeoutError(f"{self.name} stream did not reach item "
+                               f"{seq} within {timeout} s")
+        if self.error is not None:
+            with self.cv:
+                err, self.error = self.error, None
+            if err is not None:
+                raise err
 
     def query(self, seq):
         return self.completed >= seq
@@ -118,19 +136,21 @@ class _Queue:
 
     # -- device side -------------------------------------------------------
     def _work(self):
+        numpy.seterr(all="ignore")      # a GPU does not warn on overflow
+        items, cv = self.items, self.cv
         while True:
-            with self.cv:
-                if not self.items:
-                    self.cv.wait_for(lambda: self.items or self.closed,
-                                     _IDLE_S)
-                if not self.items:
-                    self.thread = None
-                    return
-                seq, engine, fn, deps = self.items.popleft()
+            if not items:
+                with cv:
+                    if not items and not self.closed:
+                        self.idle = True
+                        cv.wait_for(lambda: items or self.closed, _IDLE_S)
+                        self.idle = False
+                    if not items:
+                        self.thread = None
+                        return
+            seq, engine, fn, deps = items.popleft()
             for q, s in deps:
-                with q.cv:
-                    q.cv.wait_for(lambda: q.completed >= s)
-            err = None
+                q.wait_done(s)
             try:
                 if engine is None:
                     fn()
@@ -138,12 +158,13 @@ class _Queue:
                     with engine:
                         fn()
             except BaseException as e:      # reported at the next sync
-                err = e
-            with self.cv:
-                self.completed = seq
-                if err is not None and self.error is None:
-                    self.error = err
-                self.cv.notify_all()
+                with cv:
+                    if self.error is None:
+                        self.error = e
+            self.completed = seq
+            if self.waiters:
+                with cv:
+                    cv.notify_all()
 
 
 @atexit.register
@@ -157,29 +178,32 @@ def _drain_at_exit():
 
 
 # -- thread-local current stream -------------------------------------------
-_tls = threading.local()
+class _StreamTLS(threading.local):
+    def __init__(self):
+        self.streams = {}       # device id -> current stream, if not null
+        self.stack = []         # (device id, previous stream) per `with`
 
 
-def _current_map():
-    m = getattr(_tls, "streams", None)
-    if m is None:
-        m = _tls.streams = {}
-    return m
+_tls = _StreamTLS()
 
 
 def get_current_stream(device_id=-1):
     """The current stream of ``device_id`` (default: the current device)."""
     if device_id == -1:
-        device_id = runtime.getDevice()
-    return _current_map().get(device_id, Stream.null)
+        device_id = runtime._tls.device
+    return _tls.streams.get(device_id, Stream.null)
 
 
 def _queue_of(stream=None):
     """The queue that work for ``stream`` (default: current) goes to."""
     if stream is None:
-        stream = get_current_stream()
+        dev = runtime._tls.device
+        stream = _tls.streams.get(dev)
+        if stream is None or stream.ptr == 0:
+            return _state(dev).null_queue
+        return stream._queue
     if stream.ptr == 0:
-        return _state(runtime.getDevice()).null_queue
+        return _state(runtime._tls.device).null_queue
     return stream._queue
 
 
@@ -212,17 +236,14 @@ class _BaseStream:
 
     def __enter__(self):
         dev = self._check_device()
-        m = _current_map()
-        stack = getattr(_tls, "stack", None)
-        if stack is None:
-            stack = _tls.stack = []
-        stack.append((dev, m.get(dev)))
+        m = _tls.streams
+        _tls.stack.append((dev, m.get(dev)))
         m[dev] = self
         return self
 
     def __exit__(self, *args):
         dev, prev = _tls.stack.pop()
-        m = _current_map()
+        m = _tls.streams
         if prev is None:
             m.pop(dev, None)
         else:
@@ -230,7 +251,7 @@ class _BaseStream:
 
     def use(self):
         """Make this the current stream of its device."""
-        _current_map()[self._check_device()] = self
+        _tls.streams[self._check_device()] = self
         return self
 
     @property
@@ -268,7 +289,7 @@ class _BaseStream:
             raise RuntimeError("cannot capture on the default (legacy) stream")
         q = _queue_of(self)
         if q.capture is not None:
-            raise CUDARuntimeError(runtime.errorIllegalState,
+            raise runtime._error(runtime.errorIllegalState,
                                    "the stream is already capturing")
         q.capture, q.capture_error = [], None
 
@@ -277,13 +298,13 @@ class _BaseStream:
         from .graph import Graph
         q = _queue_of(self)
         if q.capture is None:
-            raise CUDARuntimeError(
+            raise runtime._error(
                 runtime.errorIllegalState,
                 "end_capture() needs a begin_capture() on the same stream")
         nodes, why = q.capture, q.capture_error
         q.capture, q.capture_error = None, None
         if why is not None:
-            raise CUDARuntimeError(
+            raise runtime._error(
                 runtime.errorStreamCaptureInvalidated,
                 f"the capture was invalidated by {why}; capture only work "
                 "that stays on the device")
@@ -366,12 +387,12 @@ def get_elapsed_time(start_event, end_event):
     stamps = []
     for ev in (start_event, end_event):
         if ev._rec is None or ev.disable_timing:
-            raise CUDARuntimeError(
+            raise runtime._error(
                 runtime.errorInvalidResourceHandle,
                 "both events must be recorded, and created without "
                 "disable_timing, before asking for the time between them")
         if not ev.done:
-            raise CUDARuntimeError(
+            raise runtime._error(
                 runtime.errorNotReady,
                 "an event has not happened yet; call "
                 "end_event.synchronize() first")

@@ -1,0 +1,179 @@
+"""Performance figures behind the book's speed claims, measured in one run.
+
+    python benchmarks/run.py --json OUT.json [--quick]
+
+Runs on whichever backend `src` picks (BOOK_BACKEND), prints a table and
+writes one JSON object: each figure's median over repeats under its key,
+with min, max and the number of repeats under "spread", plus the backend,
+the device names and the machine. No figure is asserted anywhere: these are
+measurements, and benchmarks/README.md says what each one means.
+"""
+import argparse
+import json
+import os
+import platform
+import statistics
+import sys
+import time
+
+import numpy
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)),
+                                "..", "book"))
+from src import BACKEND, cp, device_names  # noqa: E402
+
+FIGURES = []
+
+
+def figure(key, unit, goal):
+    """Register ``fn(quick) -> list of samples`` as figure ``key``."""
+    def register(fn):
+        FIGURES.append((key, unit, goal, fn))
+        return fn
+    return register
+
+
+def sync():
+    cp.cuda.Device().synchronize()
+
+
+def clock(fn, repeats):
+    """Wall seconds of ``fn()`` (which must synchronize), ``repeats`` times."""
+    out = []
+    for _ in range(repeats):
+        t = time.perf_counter()
+        fn()
+        out.append(time.perf_counter() - t)
+    return out
+
+
+@figure("dispatch_us", "us", "<= 10")
+def dispatch_us(quick):
+    """Host microseconds to enqueue one small elementwise operation."""
+    x = cp.ones(16, dtype=cp.float32)
+    n = 500 if quick else 2000
+    samples = []
+    for _ in range(5 if quick else 9):
+        sync()
+        t = time.perf_counter()
+        for _ in range(n):
+            x + 1
+        samples.append((time.perf_counter() - t) / n * 1e6)
+    sync()
+    return samples
+
+
+@figure("large_op_ratio", "x", "<= 1.05")
+def large_op_ratio(quick):
+    """Time of ``multiply(x, 2, out=y)`` on 1e7 float32 through the backend,
+    over the same NumPy call (the model's overhead on large work)."""
+    n = 10**6 if quick else 10**7
+    a = numpy.random.default_rng(0).random(n, dtype=numpy.float32)
+    b = numpy.empty_like(a)
+    x, y = cp.asarray(a), cp.empty_like(cp.asarray(a))
+    sync()
+
+    def on_backend():
+        cp.multiply(x, 2.0, out=y)
+        sync()
+
+    def on_numpy():
+        numpy.multiply(a, 2.0, out=b)
+    on_backend(), on_numpy()
+    ratios = []
+    for _ in range(5 if quick else 15):
+        ratios.append(clock(on_backend, 1)[0] / clock(on_numpy, 1)[0])
+    return ratios
+
+
+def _overlap_parts(quick):
+    """A pinned H2D copy and a kernel of about the same duration."""
+    n = (1 << 20) if quick else (1 << 23)
+    host = cp.cuda.alloc_pinned_memory(n * 4)
+    src = numpy.frombuffer(host, numpy.float32, n)
+    src[:] = 1
+    dst = cp.empty(n, cp.float32)
+    x = cp.ones(n // 4, cp.float32)
+    copy_s = cp.cuda.Stream(non_blocking=True)
+    kern_s = cp.cuda.Stream(non_blocking=True)
+
+    def copy():
+        dst.set(src, stream=copy_s)
+
+    def kernel(reps):
+        with kern_s:
+            for _ in range(reps):
+                cp.sin(x, out=x)
+
+    def timed(work):
+        t = time.perf_counter()
+        work()
+        copy_s.synchronize()
+        kern_s.synchronize()
+        return time.perf_counter() - t
+    copy(), kernel(1)
+    t_copy = statistics.median(timed(copy) for _ in range(5))
+    t_one = statistics.median(timed(lambda: kernel(1)) for _ in range(5))
+    reps = max(1, round(t_copy / t_one))
+    return copy, lambda: kernel(reps), timed
+
+
+@figure("overlap_efficiency", "fraction", ">= 0.9")
+def overlap_efficiency(quick):
+    """Busiest engine's time over the time of a copy and a kernel issued on
+    two streams at once (1.0: perfect overlap)."""
+    copy, kernel, timed = _overlap_parts(quick)
+    out = []
+    for _ in range(5 if quick else 11):
+        t_copy, t_kernel = timed(copy), timed(kernel)
+        t_both = timed(lambda: (copy(), kernel()))
+        out.append(max(t_copy, t_kernel) / t_both)
+    return out
+
+
+def run(keys=None, quick=False):
+    """Measure the figures (all, or ``keys``); return the JSON object."""
+    result = {"backend": BACKEND, "devices": device_names(),
+              "machine": {"cpus": os.cpu_count(), "python":
+                          platform.python_version(), "platform":
+                          platform.platform(), "numpy": numpy.__version__},
+              "quick": quick, "units": {}, "goals": {}, "spread": {}}
+    for key, unit, goal, fn in FIGURES:
+        if keys and key not in keys:
+            continue
+        samples = fn(quick)
+        result[key] = statistics.median(samples)
+        result["units"][key] = unit
+        result["goals"][key] = goal
+        result["spread"][key] = {"min": min(samples), "max": max(samples),
+                                 "n": len(samples)}
+    return result
+
+
+def table(result):
+    lines = [f"backend: {result['backend']}  devices: "
+             f"{', '.join(result['devices'])}",
+             f"{'figure':<24}{'median':>10}{'min':>10}{'max':>10}  unit"
+             "        goal"]
+    for key, spread in result["spread"].items():
+        lines.append(f"{key:<24}{result[key]:>10.3f}{spread['min']:>10.3f}"
+                     f"{spread['max']:>10.3f}  {result['units'][key]:<11} "
+                     f"{result['goals'][key]}")
+    return "\n".join(lines)
+
+
+def main(argv=None):
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--json", required=True, help="where to write the JSON")
+    p.add_argument("--quick", action="store_true",
+                   help="small sizes and few repeats (for tests)")
+    p.add_argument("--only", nargs="*", help="measure only these figures")
+    args = p.parse_args(argv)
+    result = run(args.only, args.quick)
+    print(table(result))
+    with open(args.json, "w") as f:
+        json.dump(result, f, indent=2)
+
+
+if __name__ == "__main__":
+    main()
