@@ -41,12 +41,15 @@ class Raw(NamedTuple):
 
 
 SPECS = {}
+_CLASSES = {Elementwise: cp.ElementwiseKernel,
+            Reduction: cp.ReductionKernel,
+            Raw: cp.RawKernel}
 
 
 def _build(spec):
     """Construct the CuPy kernel for ``spec`` and keep the spec in `SPECS`."""
     SPECS[spec.name] = spec
-    return getattr(cp, type(spec).__name__ + "Kernel")(*spec)
+    return _CLASSES[type(spec)](*spec)
 
 
 def source(kernel):
