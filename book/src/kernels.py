@@ -166,6 +166,7 @@ def _add_to_itself(x, out):
 
 @twins.register("double_it")
 def _double_it_twin(x, y):
+    """``y = x + x``, one step of the loop body."""
     _add_to_itself(x, y)
 
 
