@@ -45,12 +45,9 @@ class _DeviceState:
             self.reserved -= nbytes
 
     def queues(self):
-        qs = list(self.blocking_queues)
-        from .stream import _nonblocking_queues
-        qs += [q for q in list(_nonblocking_queues) if q.dev is self]
-        if self._null is not None:
-            qs.append(self._null)
-        return qs
+        """Every live queue of this device: null, blocking, non-blocking."""
+        from .stream import _all_queues
+        return [q for q in list(_all_queues) if q.dev is self]
 
     def synchronize(self):
         """Wait for every queue of the device (cudaDeviceSynchronize)."""

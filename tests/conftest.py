@@ -1,0 +1,7 @@
+"""Make `src` (book/src) importable in tests, as it is in the lessons."""
+import sys
+from pathlib import Path
+
+BOOK = str(Path(__file__).resolve().parents[1] / "book")
+if BOOK not in sys.path:
+    sys.path.insert(0, BOOK)

@@ -1,0 +1,24 @@
+"""The CPU device model keeps CuPy's device and host-access semantics."""
+import threading
+
+from src import cpudevice as cp
+
+
+def test_device_synchronize_waits_for_non_blocking_streams():
+    gate = threading.Event()
+    stream = cp.cuda.Stream(non_blocking=True)
+    stream.launch_host_func(lambda _: gate.wait(5), None)
+    with stream:
+        y = cp.ones(4) * 2
+    threading.Timer(0.05, gate.set).start()
+    cp.cuda.Device().synchronize()
+    assert stream.done
+    assert y.sum().item() == 8
+
+
+def test_runtime_device_synchronize_works_on_every_device():
+    for i in range(cp.cuda.runtime.getDeviceCount()):
+        with cp.cuda.Device(i):
+            x = cp.arange(3)
+            cp.cuda.runtime.deviceSynchronize()
+            assert x.sum().item() == 3
