@@ -1,6 +1,9 @@
 """The CPU device model keeps CuPy's device and host-access semantics."""
 import threading
 
+import numpy as np
+import pytest
+
 from src import cpudevice as cp
 
 
@@ -22,3 +25,15 @@ def test_runtime_device_synchronize_works_on_every_device():
             x = cp.arange(3)
             cp.cuda.runtime.deviceSynchronize()
             assert x.sum().item() == 3
+
+
+def test_implicit_conversion_to_numpy_raises_type_error_as_in_cupy():
+    x = cp.arange(3)
+    with pytest.raises(TypeError, match="Implicit conversion to a NumPy"):
+        np.asarray(x)
+
+
+def test_array_of_device_arrays_still_builds_a_device_array():
+    out = cp.array([cp.arange(2), cp.arange(2) + 2])
+    assert isinstance(out, cp.ndarray)
+    assert out.get().tolist() == [[0, 1], [2, 3]]
