@@ -37,3 +37,25 @@ def test_array_of_device_arrays_still_builds_a_device_array():
     out = cp.array([cp.arange(2), cp.arange(2) + 2])
     assert isinstance(out, cp.ndarray)
     assert out.get().tolist() == [[0, 1], [2, 3]]
+
+
+def test_cuda_runtime_error_has_cupys_signature_and_the_models_hint():
+    err = cp.cuda.runtime.CUDARuntimeError(1)
+    assert str(err) == "cudaErrorInvalidValue: invalid argument"
+    n = cp.cuda.runtime.getDeviceCount()
+    with pytest.raises(cp.cuda.runtime.CUDARuntimeError) as info:
+        cp.cuda.runtime.getDeviceProperties(n)
+    assert str(info.value).startswith(
+        "cudaErrorInvalidDevice: invalid device ordinal. The CPU device "
+        "model has")
+    assert info.value.status == 101
+
+
+def test_stream_errors_are_cuda_runtime_errors():
+    s = cp.cuda.Stream()
+    with pytest.raises(cp.cuda.runtime.CUDARuntimeError,
+                       match="cudaErrorIllegalState"):
+        s.end_capture()
+    with pytest.raises(cp.cuda.runtime.CUDARuntimeError,
+                       match="cudaErrorInvalidResourceHandle"):
+        cp.cuda.get_elapsed_time(cp.cuda.Event(), cp.cuda.Event())

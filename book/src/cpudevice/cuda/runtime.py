@@ -39,14 +39,20 @@ _ERRORS = {
 class CUDARuntimeError(RuntimeError):
     """A CUDA runtime error, with CUDA's status code, name and description."""
 
-    def __init__(self, status, hint=""):
+    def __init__(self, status):
         self.status = status
         name, text = _ERRORS.get(status, ("cudaErrorUnknown", "unknown error"))
-        msg = f"{name}: {text}"
-        super().__init__(f"{msg}. {hint}" if hint else msg)
+        super().__init__(f"{name}: {text}")
 
     def __reduce__(self):
         return (type(self), (self.status,))
+
+
+def _error(status, hint):
+    """A `CUDARuntimeError` (CuPy's signature) whose message adds a hint."""
+    err = CUDARuntimeError(status)
+    err.args = (f"{err.args[0]}. {hint}",)
+    return err
 
 
 def _parse_bytes(text):
@@ -79,7 +85,7 @@ _tls = threading.local()
 def _check(device):
     device = int(device)
     if not 0 <= device < _N_DEVICES:
-        raise CUDARuntimeError(
+        raise _error(
             errorInvalidDevice,
             f"The CPU device model has {_N_DEVICES} device(s), ids 0 to "
             f"{_N_DEVICES - 1}; set BOOK_CPU_DEVICES for more.")

@@ -17,7 +17,6 @@ from collections import deque
 
 from . import runtime
 from .device import _state
-from .runtime import CUDARuntimeError
 
 _IDLE_S = 1.0          # a worker with nothing to do for this long exits
 _LAUNCH_BLOCKING = os.environ.get("CUDA_LAUNCH_BLOCKING", "0") == "1"
@@ -86,7 +85,7 @@ class _Queue:
     def check_not_capturing(self, what="synchronize"):
         if self.capture is not None:
             self._invalidate_capture(what)
-            raise CUDARuntimeError(
+            raise runtime._error(
                 runtime.errorStreamCaptureUnsupported,
                 f"{what} waits for the host, which a stream under capture "
                 "cannot do; end the capture first")
@@ -268,8 +267,8 @@ class _BaseStream:
             raise RuntimeError("cannot capture on the default (legacy) stream")
         q = _queue_of(self)
         if q.capture is not None:
-            raise CUDARuntimeError(runtime.errorIllegalState,
-                                   "the stream is already capturing")
+            raise runtime._error(runtime.errorIllegalState,
+                                 "the stream is already capturing")
         q.capture, q.capture_error = [], None
 
     def end_capture(self):
@@ -277,13 +276,13 @@ class _BaseStream:
         from .graph import Graph
         q = _queue_of(self)
         if q.capture is None:
-            raise CUDARuntimeError(
+            raise runtime._error(
                 runtime.errorIllegalState,
                 "end_capture() needs a begin_capture() on the same stream")
         nodes, why = q.capture, q.capture_error
         q.capture, q.capture_error = None, None
         if why is not None:
-            raise CUDARuntimeError(
+            raise runtime._error(
                 runtime.errorStreamCaptureInvalidated,
                 f"the capture was invalidated by {why}; capture only work "
                 "that stays on the device")
@@ -366,12 +365,12 @@ def get_elapsed_time(start_event, end_event):
     stamps = []
     for ev in (start_event, end_event):
         if ev._rec is None or ev.disable_timing:
-            raise CUDARuntimeError(
+            raise runtime._error(
                 runtime.errorInvalidResourceHandle,
                 "both events must be recorded, and created without "
                 "disable_timing, before asking for the time between them")
         if not ev.done:
-            raise CUDARuntimeError(
+            raise runtime._error(
                 runtime.errorNotReady,
                 "an event has not happened yet; call "
                 "end_event.synchronize() first")
