@@ -42,17 +42,18 @@ class MemoryMonitor(cp.cuda.MemoryHook):
 
     Use as ``with MemoryMonitor() as mon:``; ``mon.peak_allocated -
     mon.start_allocated`` is the most memory the block needed beyond what
-    was already allocated. ``rss=True`` also records the
-    host's RSS at each event; ``timeline=False`` keeps the peaks only (for
-    long runs, where a sample per event would grow without bound).
+    was already allocated. It watches the default pool of the device that is
+    current when it is made. ``rss=True`` also records the host's RSS at
+    each event; ``timeline=False`` keeps the peaks only (for long runs,
+    where a sample per event would grow without bound).
     """
 
     _ids = itertools.count()
 
-    def __init__(self, pool=None, rss=False, timeline=True):
+    def __init__(self, rss=False, timeline=True):
         # CuPy keys the registered hooks by name: one name per monitor
         self.name = f"MemoryMonitor-{next(self._ids)}"
-        self.pool = cp.get_default_memory_pool() if pool is None else pool
+        self.pool = cp.get_default_memory_pool()
         self.device = cp.cuda.runtime.getDevice()
         self.rss = rss
         self.timeline = timeline
