@@ -161,6 +161,7 @@ class _Queue:
                 with cv:
                     if self.error is None:
                         self.error = e
+            fn = deps = None        # done: keep no buffer of it alive
             self.completed = seq
             if self.waiters:
                 with cv:
