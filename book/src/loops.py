@@ -239,10 +239,9 @@ def _match(primal, other, what):
 
 
 def vjp(lower, upper, body, primal, cotangent, *, checkpoint=None):
-    """Reverse mode: ``(loop(primal), J.T @ cotangent)``, run eagerly, for
-    an array carry.
+    """Reverse mode: ``(loop(primal), J.T @ cotangent)``, run eagerly.
 
-    The backward pass needs every carry. ``checkpoint=None`` (or 1) keeps
+    The carry is one array. The backward pass needs every carry. ``checkpoint=None`` (or 1) keeps
     them all; ``checkpoint=k`` keeps every k-th and recomputes the others
     one segment at a time: about ``N/k + k`` carries instead of ``N``, for
     up to ``N`` extra steps.
