@@ -294,7 +294,7 @@ class _BaseStream:
         q = _queue_of(self)
         if q.capture is not None:
             raise runtime._error(runtime.errorIllegalState,
-                                   "the stream is already capturing")
+                                 "the stream is already capturing")
         q.capture, q.capture_error = [], None
 
     def end_capture(self):
