@@ -230,27 +230,31 @@ def test_init_must_be_a_device_array():
 
 # --- derivatives ------------------------------------------------------------
 
-def central_difference(n, x, v, w, eps=1e-6):
+@pytest.fixture(scope="module")
+def fd_case():
+    """A point, a direction, loss weights, and the loss's central difference
+    along the direction, for 30 Euler steps."""
+    x, v, w = randn(50, 1), randn(50, 2), randn(50, 3)
+
     def loss(x):
-        return float(cp.sum(w * fori_loop(0, n, EULER, x)))
-    return (loss(x + eps * v) - loss(x - eps * v)) / (2 * eps)
+        return float(cp.sum(w * fori_loop(0, 30, EULER, x)))
+    eps = 1e-6
+    return x, v, w, (loss(x + eps * v) - loss(x - eps * v)) / (2 * eps)
 
 
 @pytest.mark.parametrize("strategy", ["eager", "graph"])
-def test_forward_mode_matches_finite_differences(strategy):
-    x, v, w = randn(50, 1), randn(50, 2), randn(50, 3)
+def test_forward_mode_matches_finite_differences(strategy, fd_case):
+    x, v, w, fd = fd_case
     y, dy = jvp(0, 30, EULER, x, v, strategy=strategy)
     np.testing.assert_allclose(host(y), host(fori_loop(0, 30, EULER, x)))
-    fd = central_difference(30, x, v, w)
     assert float(cp.sum(w * dy)) == pytest.approx(fd, rel=1e-7)
 
 
 @pytest.mark.parametrize("checkpoint", [None, 1, 2, 4, 7, 30, 31, 100])
-def test_reverse_mode_matches_finite_differences(checkpoint):
-    x, v, w = randn(50, 1), randn(50, 2), randn(50, 3)
+def test_reverse_mode_matches_finite_differences(checkpoint, fd_case):
+    x, v, w, fd = fd_case
     y, g = vjp(0, 30, EULER, x, w, checkpoint=checkpoint)
     np.testing.assert_array_equal(host(y), host(fori_loop(0, 30, EULER, x)))
-    fd = central_difference(30, x, v, w)
     assert float(cp.sum(g * v)) == pytest.approx(fd, rel=1e-7)
 
 
