@@ -5,6 +5,7 @@ import os
 import subprocess
 import sys
 import threading
+import weakref
 
 import numpy
 import pytest
@@ -511,3 +512,17 @@ def test_dropped_streams_release_their_workers():
     del s
     gc.collect()
     assert wait_until(lambda: workers() <= base)
+
+
+def test_finished_work_keeps_no_buffer_alive():
+    # A GPU holds nothing of work that has run, so a freed buffer's memory
+    # goes back at once (the model's worker used to keep its last item).
+    class Payload:
+        pass
+    payload = Payload()
+    alive = weakref.ref(payload)
+    s = cp.cuda.Stream(non_blocking=True)
+    s.launch_host_func(lambda arg: None, payload)
+    s.synchronize()
+    del payload
+    assert alive() is None

@@ -5,7 +5,8 @@ operation that touches data is queued on the current stream and returns at
 once, with its result allocated from the pool at the call; shapes, dtypes
 and argument errors are checked at the call, as CuPy checks them. The host
 waits only where CuPy waits: ``get``, ``asnumpy``, ``print``, ``float``,
-``int``, ``bool``, ``item``, ``__array__``.
+``int``, ``bool``, ``item``. As in CuPy, ``numpy.asarray(x)`` raises
+``TypeError``: a copy to the host is always explicit.
 """
 import math
 import operator
@@ -78,7 +79,9 @@ def _broadcast_shape(arrays):
         return numpy.broadcast_shapes(*shapes)
     except ValueError:
         raise ValueError("operands could not be broadcast together with "
-                         "shapes " + " ".join(str(s) for s in shapes)) \
+                         "shapes " + " ".join(str(s) for s in shapes) +
+                         ": each axis must match or be 1 (reshape an "
+                         "operand, or add an axis with x[:, None])") \
             from None
 
 
@@ -475,12 +478,14 @@ class ndarray:
                 raise TypeError("Only numpy.ndarray can be obtained from "
                                 "cupy.ndarray")
             if self.dtype != out.dtype:
-                raise TypeError("{} array cannot be obtained from {} array"
-                                .format(out.dtype, self.dtype))
+                raise TypeError("{} array cannot be obtained from {} array "
+                                "(give an `out` of dtype {})".format(
+                                    out.dtype, self.dtype, self.dtype))
             if self.shape != out.shape:
                 raise ValueError("Shape mismatch. Expected shape: {}, "
-                                 "actual shape: {}".format(self.shape,
-                                                           out.shape))
+                                 "actual shape: {} (give an `out` of the "
+                                 "array's shape)".format(self.shape,
+                                                         out.shape))
         else:
             out = numpy.empty(self.shape, self.dtype,
                               order="F" if order == "F" else "C")
@@ -492,17 +497,21 @@ class ndarray:
         if not isinstance(arr, numpy.ndarray):
             raise TypeError("Only numpy.ndarray can be set to cupy.ndarray")
         if self.dtype != arr.dtype:
-            raise TypeError("{} array cannot be set to {} array".format(
-                arr.dtype, self.dtype))
+            raise TypeError("{} array cannot be set to {} array (convert it "
+                            "first: arr.astype(numpy.{}))".format(
+                                arr.dtype, self.dtype, self.dtype))
         if self.shape != arr.shape:
-            raise ValueError("Shape mismatch. Old shape: {}, new shape: {}"
-                             .format(self.shape, arr.shape))
+            raise ValueError("Shape mismatch. Old shape: {}, new shape: {} "
+                             "(set() copies an array of the same shape; "
+                             "reshape it first)".format(self.shape,
+                                                        arr.shape))
         with Device(self.data.device_id):
             _h2d(self._a, arr, stream)
 
     def __array__(self, dtype=None, copy=None):
-        a = self.get()
-        return a if dtype is None else a.astype(dtype, copy=False)
+        raise TypeError(
+            "Implicit conversion to a NumPy array is not allowed. "
+            "Please use `.get()` to construct a NumPy array explicitly.")
 
     def tolist(self):
         return self.get().tolist()
@@ -732,6 +741,8 @@ def array(obj, dtype=None, copy=True, order="K", subok=False, ndmin=0, *,
             obj = obj.get()
         else:
             return obj.astype(obj.dtype if dtype is None else dtype)
+    if isinstance(obj, (list, tuple)):      # a sequence of device arrays
+        obj = [o.get() if isinstance(o, ndarray) else o for o in obj]
     host = numpy.asarray(obj, dtype=dtype)
     if ndmin > host.ndim:
         host = host.reshape((1,) * (ndmin - host.ndim) + host.shape)

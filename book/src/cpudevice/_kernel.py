@@ -106,7 +106,7 @@ class ElementwiseKernel:
         self.return_tuple = return_tuple
         self.options = options
 
-    def __call__(self, *args, size=None, block_size=None):
+    def __call__(self, *args, size=None, block_size=None, stream=None):
         if len(args) not in (self.nin, self.nargs):
             raise TypeError(f"Wrong number of arguments for {self.name!r}: "
                             f"{len(args)} given, {self.nin} or {self.nargs} "
@@ -136,7 +136,7 @@ class ElementwiseKernel:
                    for p, a in zip(self.in_params, ins)]
         host_out = [o._a for o in outs]
         twin = twins.lookup(self.name)
-        _launch_on(None, lambda: twin(*host_in, *host_out))
+        _launch_on(stream, lambda: twin(*host_in, *host_out))
         if self.no_return:
             return None
         if self.nout == 1 and not self.return_tuple:
@@ -206,7 +206,7 @@ class RawKernel:
         self.options = options
         self.backend = backend
 
-    def __call__(self, grid, block, args, *, shared_mem=0):
+    def __call__(self, grid, block, args, *, shared_mem=0, stream=None):
         grid = grid if isinstance(grid, tuple) else (grid,)
         block = block if isinstance(block, tuple) else (block,)
         if not isinstance(args, tuple):
@@ -221,7 +221,7 @@ class RawKernel:
                      and a.flags.c_contiguous else
                      a._a if isinstance(a, ndarray) else a for a in args)
         twin = twins.lookup(self.name)
-        _launch_on(None, lambda: twin(grid, block, host,
+        _launch_on(stream, lambda: twin(grid, block, host,
                                       shared_mem=shared_mem))
 
 

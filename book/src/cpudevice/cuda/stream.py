@@ -167,6 +167,7 @@ class _Queue:
                     if self.error is None:
                         self.error = e
             finished = time.perf_counter()
+            fn = deps = None        # done: keep no buffer of it alive
             self.completed = seq
             if self.waiters:
                 with cv:
@@ -292,11 +293,13 @@ class _BaseStream:
     def begin_capture(self, mode=None):
         """Start recording this stream's work into a graph (not running it)."""
         if self.ptr == 0:
-            raise RuntimeError("cannot capture on the default (legacy) stream")
+            raise RuntimeError(
+                "cannot capture on the default (legacy) stream: capture on "
+                "a cp.cuda.Stream(non_blocking=True) instead")
         q = _queue_of(self)
         if q.capture is not None:
             raise runtime._error(runtime.errorIllegalState,
-                                   "the stream is already capturing")
+                                 "the stream is already capturing")
         q.capture, q.capture_error = [], None
 
     def end_capture(self):

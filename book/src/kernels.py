@@ -1,0 +1,256 @@
+"""The book's CUDA kernels, built with CuPy's kernel classes, each with a twin.
+
+Every kernel is made from a spec holding exactly the arguments of its CuPy
+constructor (`Elementwise`, `Reduction`, `Raw`), kept in `SPECS` so that a
+lesson can show the CUDA text (`source`) and the tests can compile it with
+NVRTC. CuPy compiles a kernel on its first launch, so building them here
+needs no GPU. Each kernel's NumPy twin is registered in `src.twins` under
+the kernel's name: the CPU device model runs it in place of the CUDA code.
+"""
+from typing import NamedTuple
+
+import numpy as np
+
+from . import cp, twins
+
+
+class Elementwise(NamedTuple):
+    """Arguments of ``cp.ElementwiseKernel``."""
+    in_params: str
+    out_params: str
+    operation: str
+    name: str
+
+
+class Reduction(NamedTuple):
+    """Arguments of ``cp.ReductionKernel``."""
+    in_params: str
+    out_params: str
+    map_expr: str
+    reduce_expr: str
+    post_map_expr: str
+    identity: str
+    name: str
+    reduce_type: str = None
+
+
+class Raw(NamedTuple):
+    """Arguments of ``cp.RawKernel``."""
+    code: str
+    name: str
+
+
+SPECS = {}
+_CLASSES = {Elementwise: cp.ElementwiseKernel,
+            Reduction: cp.ReductionKernel,
+            Raw: cp.RawKernel}
+
+
+def _build(spec):
+    """Construct the CuPy kernel for ``spec`` and keep the spec in `SPECS`."""
+    SPECS[spec.name] = spec
+    return _CLASSES[type(spec)](*spec)
+
+
+def source(kernel):
+    """The CUDA text of ``kernel`` (a kernel object or its name), to show."""
+    spec = SPECS[getattr(kernel, "name", kernel)]
+    if isinstance(spec, Raw):
+        return spec.code.strip()
+    head = (f"// {type(spec).__name__}Kernel {spec.name}"
+            f"({spec.in_params}) -> ({spec.out_params})")
+    if isinstance(spec, Elementwise):
+        return f"{head}\n{spec.operation.strip()}"
+    return (f"{head}\n// accumulates in {spec.reduce_type or 'T'}, "
+            f"starting from {spec.identity}\n"
+            f"map:      {spec.map_expr}\n"
+            f"reduce:   {spec.reduce_expr}\n"
+            f"post_map: {spec.post_map_expr}")
+
+
+# --- NVIDIA's copy/compute overlap demo ------------------------------------
+
+overlap_kernel = _build(Raw(r'''
+extern "C" __global__ void overlap_kernel(float* a, int offset, int n)
+{
+    int i = offset + threadIdx.x + blockIdx.x * blockDim.x;
+    if (i < offset + n) {
+        float x = (float)i;
+        float s = sinf(x), c = cosf(x);
+        a[i] = a[i] + sqrtf(s * s + c * c);
+    }
+}
+''', "overlap_kernel"))
+
+
+def launch_overlap(a, offset, n, stream=None, block_size=256):
+    """Add ``sqrt(sin(i)**2 + cos(i)**2)`` (about 1) to ``a[offset:offset+n]``.
+
+    ``a`` is the *whole* float32 array, as in NVIDIA's demo, so that ``x = i``
+    is the global index and a chunk gives the same numbers as one launch over
+    everything. A raw kernel sees only a pointer, so the checks CuPy cannot
+    make are made here: dtype, contiguity, and that the chunk is inside ``a``.
+    """
+    if not isinstance(a, cp.ndarray):
+        raise TypeError("overlap_kernel needs a device array (cp.ndarray), "
+                        f"got {type(a).__module__}.{type(a).__name__}")
+    if a.dtype != np.float32:
+        raise TypeError("overlap_kernel takes float* a: a float32 array, "
+                        f"got {a.dtype}")
+    if not a.flags.c_contiguous:
+        raise ValueError("overlap_kernel indexes a[i] directly, so a must be "
+                         "C-contiguous (a strided view is not)")
+    offset, n = int(offset), int(n)
+    if offset < 0 or n < 0 or offset + n > a.size:
+        raise ValueError(f"chunk [{offset}, {offset + n}) is not inside the "
+                         f"array of {a.size} elements")
+    if offset + n > np.iinfo(np.int32).max:
+        raise ValueError("overlap_kernel indexes with a 32-bit int, so "
+                         "offset + n must stay below 2**31")
+    if n == 0:
+        return
+    grid = (n + block_size - 1) // block_size
+    overlap_kernel((grid,), (block_size,), (a, np.int32(offset), np.int32(n)),
+                   stream=stream)
+
+
+@twins.register("overlap_kernel")
+def _overlap_twin(grid, block, args, shared_mem=0):
+    """In float32 like the kernel; a 1-D launch covers grid*block indices."""
+    a, offset, n = args
+    offset, n = int(offset), int(n)
+    stop = offset + min(n, grid[0] * block[0])
+    x = np.arange(offset, stop).astype(np.float32)   # (float)i, rounded
+    s, c = np.sin(x), np.cos(x)
+    s *= s
+    c *= c
+    s += c
+    a[offset:stop] += np.sqrt(s, out=s)
+
+
+# --- the energy sum(0.5 * k * (x - mu)**2) as one fused reduction ----------
+
+harmonic_energy = _build(Reduction(
+    "T x, T k, T mu", "T y",
+    "k * (x - mu) * (x - mu) / 2", "a + b", "y = a", "0",
+    "harmonic_energy", reduce_type="double"))
+
+
+@twins.register("harmonic_energy")
+def _harmonic_energy_twin(x, k, mu, axis=None, keepdims=False):
+    """Each term in T (x's dtype), the sum in float64, the result in T.
+
+    The kernel accumulates in double (``reduce_type``) so that a sum over a
+    billion float32 terms keeps its digits; the twin does the same.
+    """
+    x = np.asarray(x)
+    t = x.dtype.type
+    k, mu = t(k), t(mu)
+    d = x - mu
+    term = k * d                 # left to right, as C evaluates the map
+    term *= d
+    term /= t(2)
+    total = np.sum(term, axis=axis, keepdims=keepdims, dtype=np.float64)
+    return total.astype(x.dtype)
+
+
+# --- ForiLoop: the body x + x, one launch per step or all steps fused ------
+
+double_it = _build(Elementwise("T x", "T y", "y = x + x", "double_it"))
+
+
+def _add_to_itself(x, out):
+    """NumPy body ``x + x``, written into ``out``."""
+    return np.add(x, x, out=out)
+
+
+@twins.register("double_it")
+def _double_it_twin(x, y):
+    """``y = x + x``, one step of the loop body."""
+    _add_to_itself(x, y)
+
+
+def _loop_kernel(name, carries):
+    """An ElementwiseKernel running ``n`` steps of ``carries`` in registers.
+
+    ``carries`` is ``[(var, cuda_expr, numpy_fn)]``: each step sets every
+    ``var`` to its ``cuda_expr`` of the previous step's values; ``numpy_fn(
+    *values, out)`` is the same step in NumPy, for the twin.
+    """
+    names = [var for var, _, _ in carries]
+    start = "".join(f"T _carry_{v} = {v};\n" for v in names)
+    snapshot = ", ".join(f"{v} = _carry_{v}" for v in names)
+    update = "".join(f"    _carry_{v} = {expr};\n" for v, expr, _ in carries)
+    finish = "".join(f"{v}_n = _carry_{v};\n" for v in names)
+    operation = (f"{start}for (int _step = 0; _step < n; ++_step) {{\n"
+                 f"    const T {snapshot};\n{update}}}\n{finish}")
+    kernel = _build(Elementwise(
+        ", ".join(f"T {v}" for v in names) + ", int32 n",
+        ", ".join(f"T {v}_n" for v in names), operation, name))
+    twins.register(name)(_loop_twin([fn for _, _, fn in carries]))
+    return kernel
+
+
+def _loop_twin(steps):
+    """Twin of a `_loop_kernel`: really runs the ``n`` steps, in place."""
+    def twin(*args):
+        k = len(steps)
+        inputs, n, outs = args[:k], args[k], args[k + 1:]
+        for out, x in zip(outs, inputs):
+            np.copyto(out, x)
+        counts = np.broadcast_to(np.asarray(n, np.int32), outs[0].shape)
+        fewest = int(counts.min(initial=np.iinfo(np.int32).max))
+        current, spare = list(outs), [np.empty_like(o) for o in outs]
+        for step in range(int(counts.max(initial=0))):
+            for fn, into in zip(steps, spare):
+                fn(*current, into)
+            if step >= fewest:                # a per-element n: some are done
+                done = counts <= step
+                for into, old in zip(spare, current):
+                    np.copyto(into, old, where=done)
+            current, spare = spare, current
+        for out, value in zip(outs, current):
+            if value is not out:
+                np.copyto(out, value)
+    return twin
+
+
+def fused_loop(name, cuda_body, numpy_body):
+    """Kernel ``(x, n) -> x_n``: ``n`` steps of ``x = cuda_body``, one launch.
+
+    ``cuda_body`` is a CUDA expression in ``x``; ``numpy_body(x, out)`` writes
+    the same step into ``out``. One launch instead of ``n``: no per-step
+    launch cost and the carry stays in a register.
+    """
+    return _loop_kernel(name, [("x", cuda_body, numpy_body)])
+
+
+def fused_loop_jvp(name, cuda_body, cuda_tangent, numpy_body, numpy_tangent):
+    """Kernel ``(x, dx, n) -> (x_n, dx_n)``: the loop and its forward tangent.
+
+    ``cuda_tangent`` is the body's derivative applied to ``dx``, a CUDA
+    expression in ``x`` and ``dx``; ``numpy_tangent(x, dx, out)`` is its
+    twin. Both see the values from before the step.
+    """
+    return _loop_kernel(name, [
+        ("x", cuda_body, lambda x, dx, out: numpy_body(x, out)),
+        ("dx", cuda_tangent, numpy_tangent)])
+
+
+double_n = fused_loop("double_n", "x + x", _add_to_itself)
+double_n_jvp = fused_loop_jvp("double_n_jvp", "x + x", "dx + dx",
+                              _add_to_itself,
+                              lambda x, dx, out: _add_to_itself(dx, out))
+
+
+# --- a bandwidth-bound reference --------------------------------------------
+
+saxpy = _build(Elementwise("float32 a, float32 x, float32 y", "float32 z",
+                           "z = a * x + y", "saxpy"))
+
+
+@twins.register("saxpy")
+def _saxpy_twin(a, x, y, z):
+    """In float32; the GPU may fuse ``a * x + y`` into one FMA (last bit)."""
+    np.multiply(np.float32(a), x, out=z)
+    z += y

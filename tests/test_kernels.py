@@ -1,0 +1,302 @@
+"""The book's kernels: CUDA that compiles, twins that compute the same thing.
+
+Three layers. NVRTC compiles every kernel's CUDA (no GPU needed), so the
+source shown in the lessons cannot rot. Each NumPy twin is checked against
+numbers worked out by hand. Launches through ``cp`` (CuPy on a GPU, the CPU
+device model elsewhere) are checked to give the twin's result, to run
+asynchronously on the current stream, and to take their output from the pool.
+"""
+import time
+
+import numpy as np
+import pytest
+from hypothesis import given, settings, strategies as st
+
+import nvrtc
+from src import cp, kernels, twins
+
+ARCHS = ["compute_75", "compute_90"]
+needs_nvrtc = pytest.mark.skipif(
+    nvrtc.library_path() is None,
+    reason="the nvidia-cuda-nvrtc-cu12 wheel is not installed here")
+
+
+def f32(*values):
+    return np.array(values, dtype=np.float32)
+
+
+# --- NVRTC: every kernel's CUDA compiles ------------------------------------
+
+@needs_nvrtc
+@pytest.mark.parametrize("arch", ARCHS)
+@pytest.mark.parametrize("name", sorted(kernels.SPECS))
+def test_kernel_source_compiles_with_nvrtc(name, arch):
+    ptx = nvrtc.compile_ptx(nvrtc.wrap(kernels.SPECS[name]), arch,
+                            f"{name}.cu")
+    assert f".entry {name}(" in ptx
+
+
+@needs_nvrtc
+def test_reduction_compiles_for_float64_too():
+    ptx = nvrtc.compile_ptx(
+        nvrtc.wrap(kernels.SPECS["harmonic_energy"], template="double"),
+        "compute_75")
+    assert ".entry harmonic_energy(" in ptx
+
+
+@needs_nvrtc
+def test_broken_source_fails_to_compile_with_the_nvrtc_log():
+    with pytest.raises(nvrtc.CompileError) as err:
+        nvrtc.compile_ptx('extern "C" __global__ void f(float* a) '
+                          '{ a[0] = no_such_name; }', "compute_75", "bad.cu")
+    assert 'identifier "no_such_name" is undefined' in str(err.value)
+
+
+@needs_nvrtc
+def test_broken_elementwise_body_fails_inside_the_wrapper():
+    spec = kernels.Elementwise("T x", "T y", "y = x.real_part", "broken")
+    with pytest.raises(nvrtc.CompileError, match="expression must have"):
+        nvrtc.compile_ptx(nvrtc.wrap(spec), "compute_75")
+
+
+# --- every kernel has a spec, a source text and a twin ----------------------
+
+def test_every_kernel_in_the_module_has_a_spec_and_a_twin():
+    kinds = (cp.ElementwiseKernel, cp.ReductionKernel, cp.RawKernel)
+    found = {k.name for k in vars(kernels).values() if isinstance(k, kinds)}
+    assert found == set(kernels.SPECS)
+    for name in found:
+        assert callable(twins.lookup(name))
+
+
+def test_source_shows_the_cuda_text():
+    assert kernels.source(kernels.double_it).endswith("\ny = x + x")
+    assert kernels.source("overlap_kernel").startswith(
+        'extern "C" __global__ void overlap_kernel(float* a, int offset')
+    assert "accumulates in double" in kernels.source(kernels.harmonic_energy)
+
+
+# --- twins against numbers worked out by hand -------------------------------
+
+def test_double_it_twin_writes_x_plus_x():
+    y = np.zeros(3, np.float32)
+    twins.lookup("double_it")(f32(1, 2.5, -3), y)
+    np.testing.assert_array_equal(y, f32(2, 5, -6))
+
+
+def test_saxpy_twin_writes_a_x_plus_y_in_float32():
+    z = np.zeros(3, np.float32)
+    twins.lookup("saxpy")(np.float32(2), f32(1, 2, 3), f32(10, 20, 30), z)
+    np.testing.assert_array_equal(z, f32(12, 24, 36))
+
+
+def test_harmonic_energy_twin_sums_half_k_squared_distance():
+    # x - mu = -1.5, -0.5, 0.5, 1.5; squares 2.25, 0.25, 0.25, 2.25; k/2 = 1
+    energy = twins.lookup("harmonic_energy")(f32(1, 2, 3, 4), 2.0, 2.5)
+    assert energy == 5.0 and energy.dtype == np.float32
+
+
+def test_harmonic_energy_twin_reduces_along_an_axis():
+    x = f32(1, 2, 3, 4).reshape(2, 2)
+    twin = twins.lookup("harmonic_energy")
+    np.testing.assert_array_equal(twin(x, 2.0, 2.5, axis=1), f32(2.5, 2.5))
+    assert twin(x, 2.0, 2.5, axis=0, keepdims=True).shape == (1, 2)
+
+
+def test_harmonic_energy_twin_accumulates_in_float64():
+    # terms 2**24, 1, 1: a float32 running sum stays at 2**24 (16777217 is
+    # not a float32); accumulating in double gives 16777218, a float32.
+    x = f32(4096, 1, 1)
+    assert np.float32(2**24) + np.float32(1) + np.float32(1) == 2**24
+    assert twins.lookup("harmonic_energy")(x, 2.0, 0.0) == 16777218.0
+
+
+def test_overlap_twin_adds_one_to_the_chunk_only():
+    # sqrt(sin^2 + cos^2) is 1 within 2**-23, and a + 1 rounds to exactly
+    # a + 1 for a >= 2, so the chunk gains exactly 1.
+    a = f32(10, 20, 30, 40, 50, 60)
+    twins.lookup("overlap_kernel")((1,), (4,), (a, np.int32(2), np.int32(3)))
+    np.testing.assert_array_equal(a, f32(10, 20, 31, 41, 51, 60))
+
+
+def test_overlap_twin_covers_only_the_launched_threads():
+    a = f32(10, 20, 30, 40, 50, 60)
+    twins.lookup("overlap_kernel")((1,), (2,), (a, np.int32(1), np.int32(5)))
+    np.testing.assert_array_equal(a, f32(10, 21, 31, 40, 50, 60))
+
+
+def test_overlap_twin_computes_in_float32_like_the_kernel():
+    # NVIDIA's demo reports a max error |a - 1| of 1.19e-7, float32 rounding;
+    # in float64 every element would round back to exactly 1.
+    a = np.zeros(4096, np.float32)
+    twins.lookup("overlap_kernel")((16,), (256,),
+                                   (a, np.int32(0), np.int32(4096)))
+    error = np.abs(a - 1).max()
+    assert a.dtype == np.float32 and 0 < error <= 2**-23
+
+
+def test_fused_loop_twin_runs_n_steps():
+    out = np.zeros(3, np.float32)
+    twins.lookup("double_n")(f32(1, -2, 0.5), np.int32(3), out)
+    np.testing.assert_array_equal(out, f32(8, -16, 4))
+
+
+def test_fused_loop_twin_with_zero_or_negative_n_copies_x():
+    for n in (0, -4):
+        out = np.zeros(2, np.float32)
+        twins.lookup("double_n")(f32(1, 7), np.int32(n), out)
+        np.testing.assert_array_equal(out, f32(1, 7))
+
+
+def test_fused_loop_twin_with_a_per_element_n():
+    out = np.zeros(3, np.float32)
+    n = np.array([0, 1, 2], np.int32)
+    twins.lookup("double_n")(f32(1, 1, 1), n, out)
+    np.testing.assert_array_equal(out, f32(1, 2, 4))
+
+
+def test_fused_loop_jvp_twin_carries_the_tangent():
+    # LESSONS: f(x) = x + x, N = 3, A = ones: result 8, gradient 8.
+    x_n, dx_n = np.zeros(3, np.float32), np.zeros(3, np.float32)
+    twins.lookup("double_n_jvp")(f32(1, 1, 1), f32(1, 0, 2), np.int32(3),
+                                 x_n, dx_n)
+    np.testing.assert_array_equal(x_n, f32(8, 8, 8))
+    np.testing.assert_array_equal(dx_n, f32(8, 0, 16))
+
+
+@settings(max_examples=50, deadline=None, database=None)
+@given(st.lists(st.floats(-1e3, 1e3, width=32), min_size=1, max_size=8),
+       st.integers(0, 20))
+def test_fused_loop_twin_equals_x_times_two_to_the_n(values, n):
+    x = np.array(values, np.float32)
+    out = np.empty_like(x)
+    twins.lookup("double_n")(x, np.int32(n), out)
+    np.testing.assert_array_equal(out, x * np.float32(2**n))
+
+
+# --- launches through cp: the twin's result, asynchronous, from the pool ----
+
+SLEEP = cp.RawKernel(r'''
+extern "C" __global__ void test_sleep(long long ns)
+{
+    long long start, now;
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(start));
+    do {
+        asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(now));
+    } while (now - start < ns);
+}
+''', "test_sleep")
+
+
+@twins.register("test_sleep")
+def _sleep_twin(grid, block, args, shared_mem=0):
+    time.sleep(int(args[0]) / 1e9)
+
+
+def sleep_on_current_stream(seconds):
+    """Queue a kernel that keeps the stream busy for ``seconds``."""
+    SLEEP((1,), (1,), (np.int64(seconds * 1e9),))
+
+
+@needs_nvrtc
+def test_sleep_kernel_compiles_with_nvrtc():
+    assert ".entry test_sleep(" in nvrtc.compile_ptx(SLEEP.code, "compute_75")
+
+
+@pytest.mark.timeout(30)
+def test_kernel_launch_returns_at_once_and_is_ready_after_synchronize():
+    stream = cp.cuda.Stream(non_blocking=True)
+    with stream:
+        x = cp.asarray(f32(1, 2.5, -3))
+        sleep_on_current_stream(0.5)
+        start = time.perf_counter()
+        y = kernels.double_it(x)
+        launch = time.perf_counter() - start
+        done = stream.record()
+    assert launch < 0.25 and not done.done    # queued behind the sleep
+    stream.synchronize()
+    assert done.done
+    np.testing.assert_array_equal(cp.asnumpy(y), f32(2, 5, -6))
+
+
+@pytest.mark.timeout(30)
+def test_elementwise_kernel_takes_its_output_from_the_pool():
+    pool = cp.get_default_memory_pool()
+    x = cp.ones(1000, dtype=cp.float32)
+    before = pool.used_bytes()
+    y = kernels.double_it(x)
+    assert pool.used_bytes() - before == 4096   # 4000 B in 512 B blocks
+    assert y.dtype == cp.float32 and y.shape == (1000,)
+
+
+@pytest.mark.timeout(30)
+def test_every_elementwise_kernel_gives_its_twins_result():
+    x, dx = cp.asarray(f32(1, -2, 0.5)), cp.asarray(f32(1, 0, 2))
+    np.testing.assert_array_equal(
+        cp.asnumpy(kernels.saxpy(np.float32(2), x, dx)), f32(3, -4, 3))
+    np.testing.assert_array_equal(cp.asnumpy(kernels.double_n(x, 3)),
+                                  f32(8, -16, 4))
+    x_n, dx_n = kernels.double_n_jvp(x, dx, 3)
+    np.testing.assert_array_equal(cp.asnumpy(x_n), f32(8, -16, 4))
+    np.testing.assert_array_equal(cp.asnumpy(dx_n), f32(8, 0, 16))
+
+
+@pytest.mark.timeout(30)
+def test_reduction_kernel_gives_its_twins_result():
+    x = cp.asarray(f32(1, 2, 3, 4))
+    energy = kernels.harmonic_energy(x, 2.0, 2.5)
+    assert energy.shape == () and energy.dtype == cp.float32
+    assert float(energy) == 5.0
+    rows = kernels.harmonic_energy(x.reshape(2, 2), 2.0, 2.5, axis=1)
+    np.testing.assert_array_equal(cp.asnumpy(rows), f32(2.5, 2.5))
+
+
+@pytest.mark.timeout(30)
+def test_overlap_in_chunks_on_two_streams_equals_one_launch():
+    host = np.arange(4096, dtype=np.float32) + 2
+    whole = host.copy()
+    twins.lookup("overlap_kernel")((16,), (256,),
+                                   (whole, np.int32(0), np.int32(4096)))
+    a = cp.asarray(host)
+    # Blocking streams wait for that copy on the legacy null stream;
+    # non_blocking ones would race it and could overwrite a chunk's result.
+    streams = [cp.cuda.Stream() for _ in range(2)]
+    for i in range(4):
+        kernels.launch_overlap(a, i * 1024, 1024, stream=streams[i % 2])
+    for s in streams:
+        s.synchronize()
+    np.testing.assert_array_equal(cp.asnumpy(a), whole)
+    np.testing.assert_array_equal(whole, host + 1)
+
+
+@pytest.mark.timeout(30)
+def test_overlap_launch_touches_only_its_chunk():
+    a = cp.asarray(f32(10, 20, 30, 40, 50, 60))
+    kernels.launch_overlap(a, 2, 3)
+    np.testing.assert_array_equal(cp.asnumpy(a), f32(10, 20, 31, 41, 51, 60))
+
+
+# --- bad input is a clear error at the call ---------------------------------
+
+@pytest.mark.parametrize("make, error, message", [
+    (lambda: cp.zeros(8, cp.float64), TypeError, "float32 array, got float64"),
+    (lambda: np.zeros(8, np.float32), TypeError, "got numpy.ndarray"),
+    (lambda: cp.zeros(16, cp.float32)[::2], ValueError, "C-contiguous"),
+    (lambda: cp.zeros((4, 4), cp.float32).T, ValueError, "C-contiguous"),
+])
+def test_launch_overlap_rejects_what_the_raw_kernel_cannot_check(
+        make, error, message):
+    with pytest.raises(error, match=message):
+        kernels.launch_overlap(make(), 0, 4)
+
+
+@pytest.mark.parametrize("offset, n", [(6, 3), (0, 9), (-1, 2), (2, -1)])
+def test_launch_overlap_rejects_a_chunk_outside_the_array(offset, n):
+    with pytest.raises(ValueError, match=r"is not inside the array of 8"):
+        kernels.launch_overlap(cp.zeros(8, cp.float32), offset, n)
+
+
+def test_typed_elementwise_kernel_rejects_another_dtype_like_cupy():
+    x = cp.zeros(3, cp.float64)
+    with pytest.raises(TypeError, match="Type is mismatched"):
+        kernels.saxpy(np.float32(2), x, x)

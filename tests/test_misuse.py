@@ -1,0 +1,163 @@
+"""The misuse catalogue: each mistake a reader is likely to make raises the
+exception class CuPy raises, with a message that says what to do. The table
+in book/misuse.md lists the same entries (a test keeps them in step)."""
+import os
+import re
+import subprocess
+import sys
+
+import numpy
+import pytest
+
+import src.cpudevice as cp
+from src import twins
+
+BOOK = os.path.join(os.path.dirname(__file__), "..", "book")
+CUDAError = cp.cuda.runtime.CUDARuntimeError
+
+
+@twins.register("misuse_scale")
+def _scale(x, y):
+    numpy.multiply(x, 2, out=y)
+
+
+_scale_kernel = cp.ElementwiseKernel("float32 x", "float32 y", "y = 2 * x",
+                                     "misuse_scale")
+
+
+def device_out_of_range():
+    with cp.cuda.Device(cp.cuda.runtime.getDeviceCount()):
+        pass
+
+
+def elapsed_unrecorded():
+    cp.cuda.get_elapsed_time(cp.cuda.Event(), cp.cuda.Event())
+
+
+def capture_null():
+    cp.cuda.Stream.null.begin_capture()
+
+
+def sync_in_capture():
+    s = cp.cuda.Stream(non_blocking=True)
+    s.begin_capture()
+    try:
+        s.synchronize()
+    finally:
+        try:
+            s.end_capture()
+        except CUDAError:
+            pass
+
+
+def end_without_begin():
+    cp.cuda.Stream(non_blocking=True).end_capture()
+
+
+def set_shape():
+    cp.zeros(4, cp.float32).set(numpy.zeros(5, numpy.float32))
+
+
+def set_dtype():
+    cp.zeros(4, cp.float32).set(numpy.zeros(4))
+
+
+def get_out_shape():
+    cp.zeros(4).get(out=numpy.empty(5))
+
+
+def kernel_dtype():
+    _scale_kernel(cp.ones(3))          # float64 into a float32 kernel
+
+
+def broadcast():
+    cp.ones((3, 4)) + cp.ones(3)
+
+
+def beyond_capacity():
+    cp.empty(cp.cuda.runtime.getDeviceProperties(0)["totalGlobalMem"] + 1,
+             cp.uint8)
+
+
+def beyond_limit():
+    pool = cp.get_default_memory_pool()
+    pool.set_limit(size=1 << 20)
+    try:
+        cp.empty(2 << 20, cp.uint8)
+    finally:
+        pool.set_limit(size=0)
+
+
+def negative_size():
+    cp.empty(-3)
+
+
+def other_device():
+    with cp.cuda.Device(1):
+        y = cp.ones(3)
+    cp.ones(3) + y
+
+
+def host_array_operand():
+    cp.ones(3) + numpy.ones(3)
+
+
+def stream_of_other_device():
+    with cp.cuda.Device(1):
+        s = cp.cuda.Stream()
+    with s:
+        pass
+
+
+def gpu_backend_without_gpu():
+    env = dict(os.environ, BOOK_BACKEND="gpu")
+    r = subprocess.run([sys.executable, "-c", "import src"], cwd=BOOK,
+                       env=env, capture_output=True, text=True, timeout=120)
+    if r.returncode:
+        raise RuntimeError(r.stderr.strip().splitlines()[-1])
+
+
+# (misuse, exception class, what the message must say)
+CATALOGUE = [
+    (device_out_of_range, CUDAError, r"invalid device ordinal.*ids 0 to"),
+    (elapsed_unrecorded, CUDAError, r"invalid resource handle.*recorded"),
+    (capture_null, RuntimeError, r"default \(legacy\) stream.*non_blocking"),
+    (sync_in_capture, CUDAError, r"capturing.*end the capture first"),
+    (end_without_begin, CUDAError, r"needs a begin_capture"),
+    (set_shape, ValueError, r"Shape mismatch.*reshape it first"),
+    (set_dtype, TypeError, r"cannot be set to float32.*astype"),
+    (get_out_shape, ValueError, r"Shape mismatch.*array's shape"),
+    (kernel_dtype, TypeError, r"Type is mismatched.*astype"),
+    (broadcast, ValueError, r"could not be broadcast.*must match or be 1"),
+    (beyond_capacity, cp.cuda.memory.OutOfMemoryError,
+     r"Out of memory allocating.*chunks"),
+    (beyond_limit, cp.cuda.memory.OutOfMemoryError,
+     r"limit set to: 1,048,576 bytes.*free_all_blocks"),
+    (negative_size, ValueError, r"negative dimensions are not allowed"),
+    (other_device, ValueError, r"different from the current device.*asarray"),
+    (host_array_operand, TypeError, r"host.*cp\.asarray"),
+    (stream_of_other_device, RuntimeError, r"does not match with the "
+                                           r"current device"),
+    (gpu_backend_without_gpu, RuntimeError, r"BOOK_BACKEND=gpu.*"
+                                            r"BOOK_BACKEND=cpu"),
+]
+
+
+@pytest.mark.parametrize("misuse, exc, says", CATALOGUE,
+                         ids=[m.__name__ for m, *_ in CATALOGUE])
+def test_misuse_raises_cupys_exception_with_advice(misuse, exc, says):
+    if misuse is gpu_backend_without_gpu:
+        import cupy
+        if cupy.is_available():
+            pytest.skip("this machine has a usable GPU")
+    with pytest.raises(exc) as e:
+        misuse()
+    assert re.search(says, str(e.value), re.S), str(e.value)
+
+
+def test_catalogue_is_listed_in_the_docs():
+    with open(os.path.join(BOOK, "misuse.md")) as f:
+        text = f.read()
+    for misuse, exc, _ in CATALOGUE:
+        assert f"`{misuse.__name__}`" in text, misuse.__name__
+        assert exc.__name__ in text
