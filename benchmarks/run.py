@@ -176,6 +176,38 @@ def pinned_pageable_ratio(quick):
             for _ in range(5 if quick else 11)]
 
 
+def _loop_seconds(strategy, steps, n=10):
+    """Wall seconds of ``fori_loop(0, steps, x + x)`` on ``n`` float32
+    (MindSpore's example carries ones(10): launches dominate)."""
+    from src.loops import DOUBLE, fori_loop
+    x = cp.ones(n, dtype=cp.float32)
+
+    def go():
+        r = fori_loop(0, steps, DOUBLE, x, strategy=strategy)
+        r.sum().item()
+    go()
+    return clock(go, 1)[0]
+
+
+def _loop_speedup(strategy, quick):
+    steps = 100 if quick else 1000
+    return [_loop_seconds("eager", steps) / _loop_seconds(strategy, steps)
+            for _ in range(3 if quick else 7)]
+
+
+@figure("graph_speedup", "x", ">= 2")
+def graph_speedup(quick):
+    """Per-step time of the ForiLoop body ``x + x`` on 10 floats launched
+    eagerly, over the same loop replayed as a captured graph."""
+    return _loop_speedup("graph", quick)
+
+
+@figure("fused_speedup", "x", ">= 20")
+def fused_speedup(quick):
+    """The same eager loop over one fused kernel with the loop inside."""
+    return _loop_speedup("fused", quick)
+
+
 ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..")
 
 

@@ -526,3 +526,11 @@ def test_finished_work_keeps_no_buffer_alive():
     s.synchronize()
     del payload
     assert alive() is None
+
+
+def test_where_chooses_elementwise_and_keeps_the_dtype():
+    x = cp.arange(6, dtype=cp.float32)
+    r = cp.where(x > 2, x, cp.zeros(6, cp.float32))
+    assert r.dtype == numpy.float32
+    assert r.get().tolist() == [0, 0, 0, 3, 4, 5]
+    assert cp.where(x < 1, 1.0, x).get().tolist() == [1, 1, 2, 3, 4, 5]

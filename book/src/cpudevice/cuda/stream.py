@@ -42,7 +42,7 @@ class _Queue:
         self.error = None           # first failure not yet reported
         self.thread = None
         self.idle = False           # the worker sleeps, waiting for items
-        self.waiters = 0            # threads waiting for an item to finish
+        self.awaited = []           # the items host threads wait for
         self.closed = False
         self.capture = None         # list of (engine, fn) while capturing
         self.capture_error = None
@@ -106,12 +106,12 @@ class _Queue:
         if self.completed >= seq:
             return True
         with self.cv:
-            self.waiters += 1
+            self.awaited.append(seq)
             try:
                 return self.cv.wait_for(lambda: self.completed >= seq,
                                         timeout)
             finally:
-                self.waiters -= 1
+                self.awaited.remove(seq)
 
     def host_wait(self, seq, timeout=None):
         """Block the host until item ``seq`` has run; raise its failure."""
@@ -169,7 +169,9 @@ class _Queue:
             finished = time.perf_counter()
             fn = deps = None        # done: keep no buffer of it alive
             self.completed = seq
-            if self.waiters:
+            # Wake the host only when an item it waits for is done: a wake-up
+            # per item would hand the GIL back and forth for nothing.
+            if seq >= min(self.awaited, default=seq + 1):
                 with cv:
                     cv.notify_all()
 
