@@ -5,3 +5,10 @@ from pathlib import Path
 BOOK = str(Path(__file__).resolve().parents[1] / "book")
 if BOOK not in sys.path:
     sys.path.insert(0, BOOK)
+
+
+def pytest_runtest_teardown(item):
+    """A test that failed before opening its gate must not stall the rest."""
+    kit = sys.modules.get("modelkit")
+    if kit is not None:
+        kit.open_all_gates()
