@@ -10,6 +10,7 @@ staged through a bounce buffer, as the CUDA driver does.
 import bisect
 import ctypes
 import mmap
+import sys
 import threading
 
 _libc = ctypes.CDLL(None, use_errno=True)
@@ -56,7 +57,9 @@ class PinnedMemory:
                           ctypes.c_size_t(self.size))
         self.ptr = 0
 
-    def __del__(self):
+    def __del__(self, is_shutting_down=sys.is_finalizing):
+        if is_shutting_down():      # module globals may be gone; the OS
+            return                  # takes the memory back at exit
         self._release()
 
     def __int__(self):
