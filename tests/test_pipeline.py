@@ -116,3 +116,4 @@ def test_ideal_speedup_is_total_work_over_the_busiest_engine():
     assert pipeline.ideal_speedup(3.0, 1.0) == pytest.approx(4 / 3)
     assert pipeline.ideal_speedup(2.0, 2.0) == 2.0
     assert pipeline.ideal_speedup(0.0, 5.0) == 1.0
+    assert pipeline.ideal_speedup(1.0, 4.0, 1.0) == 1.5  # three engines

@@ -102,7 +102,8 @@ def energy_stages(x, k, mu, n_chunks, n_streams):
     return {"H2D": h2d, "kernel": kernel}, partials
 
 
-def ideal_speedup(copy_ms, compute_ms):
-    """The most overlap can give: ``(copy + compute) / max(copy, compute)``,
-    when the shorter of the two hides entirely under the longer."""
-    return (copy_ms + compute_ms) / max(copy_ms, compute_ms)
+def ideal_speedup(*engine_ms):
+    """The most overlap can give: the engines' total busy time over the
+    busiest engine's, e.g. ``(copy + compute) / max(copy, compute)``, when
+    the others' work hides entirely under the busiest one's."""
+    return sum(engine_ms) / max(engine_ms)
