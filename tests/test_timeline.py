@@ -16,6 +16,7 @@ import pytest
 
 from modelkit import Gate, wait_until
 from src import cp, cpx, timeline
+from src.cpudevice.cuda.device import _state
 from src.timeline import Op, Timeline
 
 matplotlib.use("Agg")
@@ -63,6 +64,14 @@ def op(lane, label, ready, end, name=None):
     return Op(lane, label, name or label, ready, 0.0, end)
 
 
+def hold_compute_engine(gate, stream):
+    """Queue a kernel on ``stream`` that holds the compute engine until
+    ``gate`` opens, and return once it holds it."""
+    gate.hold_engine(stream)
+    assert wait_until(_state(0).compute.locked)
+    time.sleep(0.05)                # past the zeros(1) queued before it
+
+
 def streams(n):
     return [cp.cuda.Stream(non_blocking=True) for _ in range(n)]
 
@@ -99,7 +108,7 @@ def test_a_copy_overlaps_a_kernel_on_another_stream():
     gate = Gate()
     tl = Timeline([a, b])
     with tl.op(a, "kernel"):
-        gate.hold_engine(a)            # the kernel runs until the gate opens
+        hold_compute_engine(gate, a)   # the kernel runs until the gate opens
     with tl.op(b, "H2D"):
         dev.set(host, stream=b)
     b.synchronize()                    # the copy finished while the kernel ran
@@ -114,7 +123,7 @@ def test_a_kernel_waiting_for_the_compute_engine_starts_when_it_is_free():
     gate = Gate()
     tl = Timeline([a, b])
     with tl.op(a, "kernel"):
-        gate.hold_engine(a)
+        hold_compute_engine(gate, a)
     reached = b.record()
     with tl.op(b, "kernel"):
         with b:
