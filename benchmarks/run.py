@@ -131,6 +131,117 @@ def overlap_efficiency(quick):
     return out
 
 
+@figure("queued_speedup", "x", ">= 3")
+def queued_speedup(quick):
+    """10,000 tiny operations, waiting after each, over queuing them all and
+    waiting once (d2l's cost model: 10000(t1+t2+t3) vs t1 + 10000 t2 + t3)."""
+    n = 1000 if quick else 10_000
+    x = cp.ones(16, dtype=cp.float32)
+    stream = cp.cuda.get_current_stream()
+
+    def each():
+        for _ in range(n):
+            cp.add(x, 1, out=x)
+            stream.synchronize()
+
+    def once():
+        for _ in range(n):
+            cp.add(x, 1, out=x)
+        stream.synchronize()
+    each(), once()
+    return [clock(each, 1)[0] / clock(once, 1)[0]
+            for _ in range(3 if quick else 5)]
+
+
+def _h2d_seconds(host, dev, stream):
+    t = time.perf_counter()
+    dev.set(host, stream=stream)
+    stream.synchronize()
+    return time.perf_counter() - t
+
+
+@figure("pinned_pageable_ratio", "x", ">= 1.5")
+def pinned_pageable_ratio(quick):
+    """Host-to-device bandwidth from pinned memory over that from pageable
+    memory, at 64 MiB (8 MiB with --quick)."""
+    n = (8 << 20) if quick else (64 << 20)
+    pageable = numpy.ones(n // 4, numpy.float32)
+    pinned = numpy.frombuffer(cp.cuda.alloc_pinned_memory(n), numpy.float32)
+    pinned[:] = 1
+    dev = cp.empty(n // 4, cp.float32)
+    stream = cp.cuda.Stream(non_blocking=True)
+    _h2d_seconds(pinned, dev, stream), _h2d_seconds(pageable, dev, stream)
+    return [_h2d_seconds(pageable, dev, stream)
+            / _h2d_seconds(pinned, dev, stream)
+            for _ in range(5 if quick else 11)]
+
+
+def _loop_seconds(strategy, steps, n=10):
+    """Wall seconds of ``fori_loop(0, steps, x + x)`` on ``n`` float32
+    (MindSpore's example carries ones(10): launches dominate)."""
+    from src.loops import DOUBLE, fori_loop
+    x = cp.ones(n, dtype=cp.float32)
+
+    def go():
+        r = fori_loop(0, steps, DOUBLE, x, strategy=strategy)
+        r.sum().item()
+    go()
+    return clock(go, 1)[0]
+
+
+def _loop_speedup(strategy, quick):
+    steps = 100 if quick else 1000
+    return [_loop_seconds("eager", steps) / _loop_seconds(strategy, steps)
+            for _ in range(3 if quick else 7)]
+
+
+@figure("graph_speedup", "x", ">= 2")
+def graph_speedup(quick):
+    """Per-step time of the ForiLoop body ``x + x`` on 10 floats launched
+    eagerly, over the same loop replayed as a captured graph."""
+    return _loop_speedup("graph", quick)
+
+
+@figure("fused_speedup", "x", ">= 20")
+def fused_speedup(quick):
+    """The same eager loop over one fused kernel with the loop inside."""
+    return _loop_speedup("fused", quick)
+
+
+ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..")
+
+
+def _command_seconds(argv):
+    import subprocess
+    t = time.perf_counter()
+    subprocess.run(argv, cwd=ROOT, check=True, capture_output=True,
+                   timeout=1200)
+    return time.perf_counter() - t
+
+
+@figure("test_suite_s", "s", "<= 240")
+def test_suite_s(quick):
+    """Wall time of the README's test command after installation (with
+    --quick: one small test file, to exercise the harness)."""
+    argv = [sys.executable, "-m", "pytest", "-q"]
+    if quick:
+        argv.append("tests/test_backend.py")
+    return [_command_seconds(argv)]
+
+
+@figure("book_build_s", "s", "<= 240")
+def book_build_s(quick):
+    """Wall time of the README's book build after installation, from a clean
+    build folder (with --quick: the intro page alone)."""
+    import shutil
+    jb = os.path.join(os.path.dirname(sys.executable), "jupyter-book")
+    target = "book/intro.md" if quick else "."
+    out = os.path.join(ROOT, "_build") if not quick else None
+    if out:
+        shutil.rmtree(out, ignore_errors=True)
+    return [_command_seconds([jb, "build", target, "-W", "--keep-going"])]
+
+
 def run(keys=None, quick=False):
     """Measure the figures (all, or ``keys``); return the JSON object."""
     result = {"backend": BACKEND, "devices": device_names(),

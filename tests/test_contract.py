@@ -94,9 +94,15 @@ def strip_magics(source):
         head = lines[first].strip()[1:]            # "%timeit -n 3 setup"
         lines[first] = _magic_statement(head) if name != "capture" else ""
     out = []
+    depth = 0                       # open brackets: inside an expression
     for line in lines:
         code = line.lstrip()
         indent = line[:len(line) - len(code)]
+        continued = depth > 0 or (out and out[-1].rstrip().endswith("\\"))
+        depth += _bracket_balance(code)
+        if continued:               # e.g. a wrapped `a\n% b`: not a magic
+            out.append(line)
+            continue
         assigned = _MAGIC_ASSIGNMENT.fullmatch(code)
         if code.startswith(("%", "!")):
             code = _magic_statement(code)
@@ -105,6 +111,23 @@ def strip_magics(source):
             code = f"{assigned[1]} = {'None' if value == 'pass' else value}"
         out.append(indent + code)
     return "\n".join(out)
+
+
+def _bracket_balance(code):
+    """Opened minus closed brackets on a line, outside strings/comments."""
+    balance, quote = 0, None
+    for ch in code:
+        if quote:
+            quote = None if ch == quote else quote
+        elif ch in "'\"":
+            quote = ch
+        elif ch == "#":
+            break
+        elif ch in "([{":
+            balance += 1
+        elif ch in ")]}":
+            balance -= 1
+    return balance
 
 
 def _chain_of(node):
@@ -667,3 +690,10 @@ def test_signature_differences_name_kinds_and_defaults():
         "blocking defaults to True in CuPy, 1 in the model",
         "n defaults to 1 in CuPy, 1.0 in the model",
         "s defaults to 'C' in CuPy, 'F' in the model"]
+
+
+def test_a_wrapped_modulo_is_not_taken_for_a_magic():
+    source = "n = (a\n     % b)\nx = cp.ones(n)\n%time y = cp.zeros(3)"
+    code = strip_magics(source)
+    assert "% b" in code and "y = cp.zeros(3)" in code
+    ast.parse(code)

@@ -5,6 +5,7 @@ import os
 import subprocess
 import sys
 import threading
+import weakref
 
 import numpy
 import pytest
@@ -511,3 +512,25 @@ def test_dropped_streams_release_their_workers():
     del s
     gc.collect()
     assert wait_until(lambda: workers() <= base)
+
+
+def test_finished_work_keeps_no_buffer_alive():
+    # A GPU holds nothing of work that has run, so a freed buffer's memory
+    # goes back at once (the model's worker used to keep its last item).
+    class Payload:
+        pass
+    payload = Payload()
+    alive = weakref.ref(payload)
+    s = cp.cuda.Stream(non_blocking=True)
+    s.launch_host_func(lambda arg: None, payload)
+    s.synchronize()
+    del payload
+    assert alive() is None
+
+
+def test_where_chooses_elementwise_and_keeps_the_dtype():
+    x = cp.arange(6, dtype=cp.float32)
+    r = cp.where(x > 2, x, cp.zeros(6, cp.float32))
+    assert r.dtype == numpy.float32
+    assert r.get().tolist() == [0, 0, 0, 3, 4, 5]
+    assert cp.where(x < 1, 1.0, x).get().tolist() == [1, 1, 2, 3, 4, 5]

@@ -10,7 +10,7 @@ import numpy
 import pytest
 
 import src.cpudevice as cp
-from src import twins
+from src import loops, twins
 
 BOOK = os.path.join(os.path.dirname(__file__), "..", "book")
 CUDAError = cp.cuda.runtime.CUDARuntimeError
@@ -109,6 +109,10 @@ def stream_of_other_device():
         pass
 
 
+def fori_loop_shape_change():
+    loops.fori_loop(0, 3, lambda i, x: x[1:] + x[:-1], loops.cp.ones(10))
+
+
 def gpu_backend_without_gpu():
     env = dict(os.environ, BOOK_BACKEND="gpu")
     r = subprocess.run([sys.executable, "-c", "import src"], cwd=BOOK,
@@ -138,6 +142,8 @@ CATALOGUE = [
     (host_array_operand, TypeError, r"host.*cp\.asarray"),
     (stream_of_other_device, RuntimeError, r"does not match with the "
                                            r"current device"),
+    (fori_loop_shape_change, ValueError, r"shape of the carry from \(10,\) "
+                                         r"to \(9,\).*same shape"),
     (gpu_backend_without_gpu, RuntimeError, r"BOOK_BACKEND=gpu.*"
                                             r"BOOK_BACKEND=cpu"),
 ]

@@ -6,6 +6,8 @@ the part of CuPy's API the book uses and does the work for real on the CPU.
 """
 from .backend import choose as _choose
 
+#: ``BACKEND`` is ``"gpu"`` or ``"cpu"``; ``cp`` and ``cpx`` are CuPy and
+#: cupyx on a GPU, or the CPU device model's mirrors of them.
 BACKEND, cp, cpx = _choose()
 
 

@@ -8,7 +8,7 @@ Imported as ``cp`` by ``from src import cp`` when no GPU is usable.
 """
 import numpy as _np
 
-from . import cuda, random  # noqa: F401
+from . import _core, cuda, random  # noqa: F401
 from . import cupyx  # noqa: F401
 from ._core import (ndarray, asarray, asnumpy, array, ascontiguousarray,  # noqa
                     empty, zeros, ones, full, empty_like, zeros_like,
@@ -81,10 +81,21 @@ def where(condition, x=None, y=None):
                                   "where(condition, x, y) only")
     if _in_fused_body():
         return _np.where(condition, x, y)
-    return _where(condition, x, y)
+    args = [asarray(a) if isinstance(a, _np.ndarray) else a
+            for a in (condition, x, y)]
+    arrays = [a for a in args if isinstance(a, ndarray)]
+    _core._check_device(arrays)
+    shape = _core._broadcast_shape(arrays)
+    dt = _np.result_type(*[a.dtype if isinstance(a, ndarray) else a
+                           for a in args[1:]])
+    out = _core._empty(shape, dt)
+    views = [a._a if isinstance(a, ndarray) else a for a in args]
+    dst = out._a
 
-
-_where = _make_ufunc(_np.frompyfunc(lambda c, x, y: x if c else y, 3, 1))
+    def run():
+        dst[...] = _np.where(*views)
+    _core._launch(run)
+    return out
 
 
 def allclose(a, b, rtol=1.e-5, atol=1.e-8, equal_nan=False):

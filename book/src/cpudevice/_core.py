@@ -5,7 +5,8 @@ operation that touches data is queued on the current stream and returns at
 once, with its result allocated from the pool at the call; shapes, dtypes
 and argument errors are checked at the call, as CuPy checks them. The host
 waits only where CuPy waits: ``get``, ``asnumpy``, ``print``, ``float``,
-``int``, ``bool``, ``item``, ``__array__``.
+``int``, ``bool``, ``item``. As in CuPy, ``numpy.asarray(x)`` raises
+``TypeError``: a copy to the host is always explicit.
 """
 import math
 import operator
@@ -508,8 +509,9 @@ class ndarray:
             _h2d(self._a, arr, stream)
 
     def __array__(self, dtype=None, copy=None):
-        a = self.get()
-        return a if dtype is None else a.astype(dtype, copy=False)
+        raise TypeError(
+            "Implicit conversion to a NumPy array is not allowed. "
+            "Please use `.get()` to construct a NumPy array explicitly.")
 
     def tolist(self):
         return self.get().tolist()
@@ -739,6 +741,8 @@ def array(obj, dtype=None, copy=True, order="K", subok=False, ndmin=0, *,
             obj = obj.get()
         else:
             return obj.astype(obj.dtype if dtype is None else dtype)
+    if isinstance(obj, (list, tuple)):      # a sequence of device arrays
+        obj = [o.get() if isinstance(o, ndarray) else o for o in obj]
     host = numpy.asarray(obj, dtype=dtype)
     if ndmin > host.ndim:
         host = host.reshape((1,) * (ndmin - host.ndim) + host.shape)

@@ -41,7 +41,7 @@ class _Queue:
         self.error = None           # first failure not yet reported
         self.thread = None
         self.idle = False           # the worker sleeps, waiting for items
-        self.waiters = 0            # threads waiting for an item to finish
+        self.awaited = []           # the items host threads wait for
         self.closed = False
         self.capture = None         # list of (engine, fn) while capturing
         self.capture_error = None
@@ -105,12 +105,12 @@ class _Queue:
         if self.completed >= seq:
             return True
         with self.cv:
-            self.waiters += 1
+            self.awaited.append(seq)
             try:
                 return self.cv.wait_for(lambda: self.completed >= seq,
                                         timeout)
             finally:
-                self.waiters -= 1
+                self.awaited.remove(seq)
 
     def host_wait(self, seq, timeout=None):
         """Block the host until item ``seq`` has run; raise its failure."""
@@ -161,8 +161,11 @@ class _Queue:
                 with cv:
                     if self.error is None:
                         self.error = e
+            fn = deps = None        # done: keep no buffer of it alive
             self.completed = seq
-            if self.waiters:
+            # Wake the host only when an item it waits for is done: a wake-up
+            # per item would hand the GIL back and forth for nothing.
+            if seq >= min(self.awaited, default=seq + 1):
                 with cv:
                     cv.notify_all()
 
@@ -292,7 +295,7 @@ class _BaseStream:
         q = _queue_of(self)
         if q.capture is not None:
             raise runtime._error(runtime.errorIllegalState,
-                                   "the stream is already capturing")
+                                 "the stream is already capturing")
         q.capture, q.capture_error = [], None
 
     def end_capture(self):

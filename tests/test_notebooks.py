@@ -1,0 +1,84 @@
+"""The notebook tests can fail: nbval notices a changed checked output; and
+a lesson's checked outputs survive running it twice in one kernel."""
+import copy
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import nbformat
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+BOOK = ROOT / "book"
+NOTEBOOKS = sorted(BOOK.glob("[0-9][0-9]_*.ipynb"))
+CHECK = "# NBVAL_CHECK_OUTPUT"
+
+
+def checked(cell):
+    return cell.cell_type == "code" and cell.source.lstrip().startswith(CHECK)
+
+
+def texts(outputs):
+    """What nbval compares of a cell's outputs, images aside."""
+    out = []
+    for o in outputs:
+        if o.output_type == "stream":
+            out.append((o.name, o.text))
+        elif o.output_type in ("execute_result", "display_data"):
+            out.append(("data", o.data.get("text/plain", "")))
+        elif o.output_type == "error":
+            out.append(("error", o.ename))
+    return out
+
+
+def test_every_lesson_checks_some_outputs():
+    assert NOTEBOOKS, "no lesson notebooks found under book/"
+    for path in NOTEBOOKS:
+        nb = nbformat.read(path, as_version=4)
+        assert sum(map(checked, nb.cells)) >= 3, path.name
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=[p.stem for p in NOTEBOOKS])
+def test_nbval_fails_when_a_checked_output_changes(path, tmp_path):
+    nb = nbformat.read(path, as_version=4)
+    first = next(i for i, c in enumerate(nb.cells)
+                 if checked(c) and any(o.output_type == "stream"
+                                       for o in c.outputs))
+    nb.cells = nb.cells[:first + 1]               # run only up to it
+    out = next(o for o in nb.cells[first].outputs
+               if o.output_type == "stream")
+    out.text = "a result this lesson never printed\n"
+    (tmp_path / "src").symlink_to(BOOK / "src")
+    altered = tmp_path / path.name
+    nbformat.write(nb, altered)
+    r = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p",
+                        "no:cacheprovider", "--nbval-lax",
+                        "--nbval-current-env", "-c", os.devnull,
+                        str(altered)], cwd=tmp_path, capture_output=True,
+                       text=True, timeout=300,
+                       env=dict(os.environ, BOOK_BACKEND="cpu"))
+    assert r.returncode == 1, r.stdout[-2000:]
+    assert "a result this lesson never printed" in r.stdout
+    n_code = sum(c.cell_type == "code" for c in nb.cells)
+    assert f"Cell {n_code - 1}" in r.stdout, r.stdout[-2000:]   # nbval
+    assert r.stdout.count("FAILED") == 1    # counts code cells only
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=[p.stem for p in NOTEBOOKS])
+def test_running_a_lesson_twice_in_one_kernel_keeps_checked_outputs(path):
+    from nbclient import NotebookClient
+    stored = nbformat.read(path, as_version=4)
+    nb = copy.deepcopy(stored)
+    client = NotebookClient(nb, timeout=300, kernel_name="python3",
+                            resources={"metadata": {"path": str(BOOK)}},
+                            allow_errors=True)
+    with client.setup_kernel(env=dict(os.environ, BOOK_BACKEND="cpu")):
+        for _ in range(2):
+            for i, cell in enumerate(nb.cells):
+                if cell.cell_type == "code":
+                    client.execute_cell(cell, i)
+    for ref, cell in zip(stored.cells, nb.cells):
+        if checked(ref):
+            assert texts(cell.outputs) == texts(ref.outputs), ref.source
