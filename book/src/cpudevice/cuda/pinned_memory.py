@@ -58,8 +58,8 @@ class PinnedMemory:
         self.ptr = 0
 
     def __del__(self, is_shutting_down=sys.is_finalizing):
-        if is_shutting_down():      # module globals may be gone; the OS
-            return                  # takes the memory back at exit
+        if is_shutting_down():      # module globals may be gone, as in CuPy
+            return
         self._release()
 
     def __int__(self):

@@ -38,6 +38,7 @@ class _Queue:
         self.cv = threading.Condition(threading.Lock())
         self.enqueued = 0           # sequence number of the last item queued
         self.completed = 0          # sequence number of the last item done
+        self.reached = 0.0          # when the stream reached the running item
         self.error = None           # first failure not yet reported
         self.thread = None
         self.idle = False           # the worker sleeps, waiting for items
@@ -138,6 +139,7 @@ class _Queue:
     def _work(self):
         numpy.seterr(all="ignore")      # a GPU does not warn on overflow
         items, cv = self.items, self.cv
+        finished = 0.0                  # when the previous item finished
         while True:
             if not items:
                 with cv:
@@ -149,8 +151,11 @@ class _Queue:
                         self.thread = None
                         return
             seq, engine, fn, deps = items.popleft()
+            self.reached = finished
             for q, s in deps:
-                q.wait_done(s)
+                if q.completed < s:
+                    q.wait_done(s)
+                    self.reached = time.perf_counter()
             try:
                 if engine is None:
                     fn()
@@ -161,6 +166,7 @@ class _Queue:
                 with cv:
                     if self.error is None:
                         self.error = e
+            finished = time.perf_counter()
             fn = deps = None        # done: keep no buffer of it alive
             self.completed = seq
             # Wake the host only when an item it waits for is done: a wake-up
@@ -375,9 +381,13 @@ class Event:
             raise NotImplementedError(
                 "the CPU device model does not capture events into graphs")
         stamp = [None]
+        recorded = time.perf_counter()
 
         def mark():
-            stamp[0] = time.perf_counter()
+            # Stamp the moment the stream reached this point: when it was
+            # recorded, or when the work before it finished, whichever is
+            # later; not when the worker thread got round to the mark.
+            stamp[0] = max(recorded, q.reached)
         self._rec = (q, q.submit(mark), stamp)
 
     def synchronize(self):
