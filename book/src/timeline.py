@@ -12,6 +12,7 @@ from contextlib import contextmanager
 from typing import NamedTuple
 
 from . import cp
+from .timing import EventTimer
 
 # The engine each label runs on: one copy engine per direction and one for
 # kernels, as on a GPU with asyncEngineCount == 2 (and the CPU device model).
@@ -36,7 +37,7 @@ def _lane_name(stream, i):
 
 
 class Timeline:
-    """Events around each operation issued on ``streams``.
+    """An `EventTimer` around each operation issued on ``streams``.
 
     An origin event is recorded on the first stream and every other stream
     waits for it, so that no operation can precede the origin.
@@ -58,20 +59,22 @@ class Timeline:
             raise ValueError("this stream is not on the timeline: pass it "
                              "to Timeline(streams) first")
         lane = self.names[self.streams.index(stream)]
-        begin = stream.record()
-        yield
-        self._marks.append((lane, label, name or label, begin,
-                            stream.record()))
+        timer = EventTimer(stream)
+        with timer:
+            yield
+        self._marks.append((lane, label, name or label, timer))
 
     def ops(self, engines=ENGINES):
         """The recorded operations (waits for them), in issue order."""
         raw = []
-        for lane, label, name, begin, end in self._marks:
-            end.synchronize()
-            raw.append(Op(lane, label, name,
-                          cp.cuda.get_elapsed_time(self.origin, begin),
-                          0.0, cp.cuda.get_elapsed_time(self.origin, end)))
+        for lane, label, name, timer in self._marks:
+            timer.end.synchronize()
+            raw.append(Op(lane, label, name, self._ms(timer.start), 0.0,
+                          self._ms(timer.end)))
         return on_engines(raw, engines)
+
+    def _ms(self, event):
+        return cp.cuda.get_elapsed_time(self.origin, event)
 
 
 def on_engines(ops, engines=ENGINES):
