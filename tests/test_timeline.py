@@ -1,0 +1,258 @@
+"""Timelines: events around each op, engine starts, Gantt lanes, Chrome trace.
+
+The trace is checked against a small JSON schema of the Trace Event format
+(the JSON Object Format that Perfetto and chrome://tracing read): a
+``traceEvents`` array whose events carry ``name``, ``ph``, ``pid`` and
+``tid``; complete ("X") events also ``ts`` and ``dur`` in microseconds;
+metadata ("M") events one of the metadata names and their ``args``.
+"""
+import json
+import time
+
+import jsonschema
+import matplotlib
+import numpy as np
+import pytest
+
+from modelkit import Gate, wait_until
+from src import cp, cpx, timeline
+from src.cpudevice.cuda.device import _state
+from src.timeline import Op, Timeline
+
+matplotlib.use("Agg")
+
+TRACE_EVENT_SCHEMA = {
+    "$schema": "https://json-schema.org/draft/2020-12/schema",
+    "type": "object",
+    "required": ["traceEvents"],
+    "properties": {
+        "traceEvents": {"type": "array", "items": {"$ref": "#/$defs/event"}},
+        "displayTimeUnit": {"enum": ["ms", "ns"]},
+    },
+    "$defs": {
+        "event": {
+            "type": "object",
+            "required": ["name", "ph", "pid", "tid"],
+            "properties": {
+                "name": {"type": "string"},
+                "cat": {"type": "string"},
+                "ph": {"enum": ["B", "E", "X", "i", "I", "C", "b", "n", "e",
+                                "s", "t", "f", "P", "N", "O", "D", "M",
+                                "V", "v", "R", "c", "(", ")"]},
+                "ts": {"type": "number", "minimum": 0},
+                "dur": {"type": "number", "minimum": 0},
+                "pid": {"type": "integer"},
+                "tid": {"type": "integer"},
+                "args": {"type": "object"},
+            },
+            "allOf": [
+                {"if": {"properties": {"ph": {"const": "X"}}},
+                 "then": {"required": ["ts", "dur"]}},
+                {"if": {"properties": {"ph": {"const": "M"}}},
+                 "then": {"required": ["args"],
+                          "properties": {"name": {"enum": [
+                              "process_name", "process_labels",
+                              "process_sort_index", "thread_name",
+                              "thread_sort_index"]}}}},
+            ],
+        },
+    },
+}
+
+
+def op(lane, label, ready, end, name=None):
+    return Op(lane, label, name or label, ready, 0.0, end)
+
+
+def hold_compute_engine(gate, stream):
+    """Queue a kernel on ``stream`` that holds the compute engine until
+    ``gate`` opens, and return once it holds it."""
+    gate.hold_engine(stream)
+    assert wait_until(_state(0).compute.locked)
+    time.sleep(0.05)                # past the zeros(1) queued before it
+
+
+def streams(n):
+    return [cp.cuda.Stream(non_blocking=True) for _ in range(n)]
+
+
+# --- measured on the device ---------------------------------------------------
+
+@pytest.mark.timeout(60)
+def test_ops_on_one_stream_follow_each_other_in_issue_order():
+    (s,) = streams(1)
+    host = cpx.zeros_pinned(1 << 16, np.float32)
+    dev = cp.empty(1 << 16, cp.float32)
+    tl = Timeline([s])
+    with tl.op(s, "H2D"):
+        dev.set(host, stream=s)
+    with tl.op(s, "kernel"):
+        with s:
+            dev += 1
+    with tl.op(s, "D2H"):
+        dev.get(stream=s, out=host, blocking=False)
+    ops = tl.ops()
+    assert [o.label for o in ops] == ["H2D", "kernel", "D2H"]
+    assert all(o.lane == "stream 0" for o in ops)
+    assert 0 <= ops[0].ready
+    for before, after in zip(ops, ops[1:]):
+        assert before.end <= after.ready <= after.start <= after.end
+    assert (host == 1).all()
+
+
+@pytest.mark.timeout(60)
+def test_a_copy_overlaps_a_kernel_on_another_stream():
+    a, b = streams(2)
+    host = cpx.zeros_pinned(1 << 16, np.float32)
+    dev = cp.empty(1 << 16, cp.float32)
+    gate = Gate()
+    tl = Timeline([a, b])
+    with tl.op(a, "kernel"):
+        hold_compute_engine(gate, a)   # the kernel runs until the gate opens
+    with tl.op(b, "H2D"):
+        dev.set(host, stream=b)
+    b.synchronize()                    # the copy finished while the kernel ran
+    gate.open()
+    kernel, copy = tl.ops()
+    assert kernel.start <= copy.start and copy.end <= kernel.end
+
+
+@pytest.mark.timeout(60)
+def test_a_kernel_waiting_for_the_compute_engine_starts_when_it_is_free():
+    a, b = streams(2)
+    gate = Gate()
+    tl = Timeline([a, b])
+    with tl.op(a, "kernel"):
+        hold_compute_engine(gate, a)
+    reached = b.record()
+    with tl.op(b, "kernel"):
+        with b:
+            cp.ones(8) * 2
+    assert wait_until(lambda: reached.done)      # b reached its kernel
+    time.sleep(0.02)
+    gate.open()
+    first, second = tl.ops()
+    assert second.ready < first.end              # ready while engine busy
+    assert second.start == first.end             # ... started when it freed
+    raw = tl.ops(engines={})                     # without engine inference
+    assert raw[1].start == raw[1].ready
+
+
+def test_an_op_on_a_stream_not_on_the_timeline_is_refused():
+    a, b = streams(2)
+    tl = Timeline([a])
+    with pytest.raises(ValueError, match="not on the timeline"):
+        with tl.op(b, "kernel"):
+            pass
+
+
+def test_the_default_stream_gets_its_own_lane_name():
+    tl = Timeline([cp.cuda.Stream.null])
+    with tl.op(cp.cuda.Stream.null, "kernel"):
+        cp.ones(4) + 1
+    assert tl.ops()[0].lane == "default stream"
+
+
+# --- engine starts, replay, totals ----------------------------------------------
+
+def test_engine_inference_runs_each_engines_ops_one_at_a_time():
+    ops = timeline.on_engines([
+        op("s0", "kernel", 0, 10), op("s1", "kernel", 1, 14),
+        op("s2", "H2D", 1, 3), op("s3", "kernel", 2, 20)])
+    assert [o.start for o in ops] == [0, 10, 1, 14]
+
+
+def test_engine_inference_never_starts_an_op_after_it_ended():
+    ops = timeline.on_engines([op("s0", "kernel", 0, 10),
+                               op("s1", "kernel", 9.9999, 10)])
+    assert ops[1].start <= ops[1].end
+
+
+def test_ops_without_an_engine_start_when_ready():
+    ops = timeline.on_engines([op("s0", "kernel", 0, 10),
+                               op("s1", "wait", 1, 12)])
+    assert ops[1].start == 1
+
+
+def measured(order):
+    """V1 or V2 order of 2 chunks: H2D 1 ms, kernel 2 ms, D2H 1 ms each."""
+    dur = {"H2D": 1, "kernel": 2, "D2H": 1}
+    stages = [(c, lb) for c in range(2) for lb in dur] if order == "v1" \
+        else [(c, lb) for lb in dur for c in range(2)]
+    return [Op(f"s{c}", lb, f"{lb} {c}", 0, 0, dur[lb]) for c, lb in stages]
+
+
+def test_replay_with_one_copy_engine_serializes_v1_but_not_v2():
+    one_copy = {"H2D": "copy", "D2H": "copy", "kernel": "compute"}
+    v1 = timeline.replay(measured("v1"), one_copy)
+    v2 = timeline.replay(measured("v2"), one_copy)
+    assert timeline.makespan(v1) == 8      # nothing overlaps
+    assert timeline.makespan(v2) == 6      # H2D 1 hides under kernel 0
+    h2d_1 = next(o for o in v1 if o.name == "H2D 1")
+    assert h2d_1.start == 4 and h2d_1.ready == 0   # behind D2H 0
+
+
+def test_replay_with_two_copy_engines_overlaps_both_orders():
+    for order in ("v1", "v2"):
+        ops = timeline.replay(measured(order), timeline.ENGINES)
+        assert timeline.makespan(ops) == 6
+
+
+def test_busy_sums_engine_time_not_waiting_time():
+    ops = [Op("s0", "H2D", "a", 0, 1, 3), Op("s1", "H2D", "b", 0, 3, 4),
+           Op("s0", "kernel", "k", 3, 3, 9)]
+    assert timeline.busy(ops, "H2D") == 3
+    assert timeline.busy(ops, "kernel") == 6
+    assert timeline.makespan(ops) == 9
+
+
+# --- pictures and traces ----------------------------------------------------------
+
+OPS = [Op("stream 0", "H2D", "H2D 0", 0.0, 0.0, 1.5),
+       Op("stream 0", "kernel", "kernel 0", 1.5, 1.5, 4.0),
+       Op("stream 1", "H2D", "H2D 1", 0.1, 1.5, 2.5),
+       Op("stream 1", "kernel", "kernel 1", 2.5, 4.0, 6.0)]
+
+
+def test_gantt_draws_one_lane_per_stream_and_hatches_waits():
+    ax = timeline.gantt(OPS, title="t")
+    assert [t.get_text() for t in ax.get_yticklabels()] == ["stream 0",
+                                                            "stream 1"]
+    hatched = [c for c in ax.collections if c.get_hatch()]
+    assert len(hatched) == 2                   # two ops waited
+    assert "ms" in ax.get_xlabel()
+    matplotlib.pyplot.close(ax.figure)
+
+
+def test_chrome_trace_follows_the_trace_event_format():
+    trace = timeline.chrome_trace(OPS)
+    jsonschema.Draft202012Validator.check_schema(TRACE_EVENT_SCHEMA)
+    jsonschema.validate(trace, TRACE_EVENT_SCHEMA,
+                        cls=jsonschema.Draft202012Validator)
+
+
+def test_the_schema_rejects_a_complete_event_without_a_duration():
+    bad = {"traceEvents": [{"name": "k", "ph": "X", "pid": 0, "tid": 0,
+                            "ts": 1.0}]}
+    with pytest.raises(jsonschema.ValidationError, match="dur"):
+        jsonschema.validate(bad, TRACE_EVENT_SCHEMA,
+                            cls=jsonschema.Draft202012Validator)
+
+
+def test_chrome_trace_has_microseconds_and_a_named_thread_per_lane():
+    events = timeline.chrome_trace(OPS, process="model")["traceEvents"]
+    names = {e["tid"]: e["args"]["name"] for e in events
+             if e["name"] == "thread_name"}
+    assert names == {0: "stream 0", 1: "stream 1"}
+    kernel_1 = next(e for e in events if e["name"] == "kernel 1")
+    assert kernel_1 == {"name": "kernel 1", "cat": "kernel", "ph": "X",
+                        "pid": 0, "tid": 1, "ts": 4000.0, "dur": 2000.0,
+                        "args": {"engine": "compute engine"}}
+    waits = [e for e in events if e.get("cat") == "wait"]
+    assert [(w["ts"], w["dur"]) for w in waits] == [(100.0, 1400.0),
+                                                   (2500.0, 1500.0)]
+
+
+def test_saved_trace_is_the_same_json(tmp_path):
+    path = timeline.save_chrome_trace(OPS, tmp_path / "t.json")
+    assert json.loads(path.read_text()) == timeline.chrome_trace(OPS)
