@@ -208,14 +208,88 @@ def fused_speedup(quick):
     return _loop_speedup("fused", quick)
 
 
+def _overlap_demo(quick):
+    """NVIDIA's copy/compute overlap demo: (sequential ops, V2 ops) runs."""
+    from src import cpx, pipeline
+    from src.timeline import Timeline
+    n_streams = 4
+    n = 4 * 1024 * 256 * n_streams // (8 if quick else 1)
+    host = cpx.zeros_pinned(n, dtype=numpy.float32)
+    dev = cp.empty(n, dtype=cp.float32)
+    streams = [cp.cuda.Stream(non_blocking=True) for _ in range(n_streams)]
+
+    def sequential():
+        tl = Timeline([cp.cuda.Stream.null])
+        pipeline.sequential(pipeline.overlap_stages(host, dev, 1),
+                            timeline=tl)
+        return tl.ops()
+
+    def v2():
+        return pipeline.measure(pipeline.overlap_stages(host, dev, n_streams),
+                                n_streams, streams, "v2")
+    sequential(), v2()
+    return [(sequential(), v2()) for _ in range(5 if quick else 11)]
+
+
+_demo_cache = {}
+
+
+def _demo(quick):
+    if quick not in _demo_cache:
+        _demo_cache[quick] = _overlap_demo(quick)
+    return _demo_cache[quick]
+
+
+@figure("stream_speedup_v2", "x", ">= 0.9 * stream_ideal_speedup")
+def stream_speedup_v2(quick):
+    """NVIDIA's overlap demo on 4 streams: sequential time over async V2
+    time (published, RTX 2070 SUPER: 5.69 / 4.18 = 1.36)."""
+    from src.timeline import makespan
+    return [makespan(seq) / makespan(v2) for seq, v2 in _demo(quick)]
+
+
+@figure("stream_ideal_speedup", "x", "(bound)")
+def stream_ideal_speedup(quick):
+    """The bound for the same work: engines' total busy time over the
+    busiest engine's, from the sequential run's measured busy times."""
+    from src.pipeline import ideal_speedup
+    from src.timeline import busy
+    return [ideal_speedup(*(busy(seq, lb) for lb in ("H2D", "kernel", "D2H")))
+            for seq, _ in _demo(quick)]
+
+
+@figure("energy_stream_speedup", "x", "(MindSpore: 1.10)")
+def energy_stream_speedup(quick):
+    """MindSpore's chunked energy sum(0.5 k (x - mu)^2) in chunks of 2**20
+    values: one stream's time over two streams' (published: 10.925 s /
+    9.929 s = 1.10)."""
+    from src import cpx, pipeline
+    from src.timeline import makespan
+    n = (1 << 22) if quick else (1 << 24)
+    x = cpx.empty_pinned(n, dtype=numpy.float32)
+    x[:] = numpy.random.default_rng(0).random(n, dtype=numpy.float32)
+    streams = [cp.cuda.Stream(non_blocking=True) for _ in range(2)]
+    built = {s: pipeline.energy_stages(x, 1.0, 0.5, n >> 20, s)[0]
+             for s in (1, 2)}
+
+    def ms(n_streams):
+        return makespan(pipeline.measure(built[n_streams], n >> 20,
+                                         streams[:n_streams]))
+    ms(1), ms(2)
+    return [ms(1) / ms(2) for _ in range(5 if quick else 11)]
+
+
 ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..")
 
 
 def _command_seconds(argv):
     import subprocess
     t = time.perf_counter()
-    subprocess.run(argv, cwd=ROOT, check=True, capture_output=True,
-                   timeout=1200)
+    r = subprocess.run(argv, cwd=ROOT, capture_output=True, text=True,
+                       timeout=1200)
+    if r.returncode:
+        raise RuntimeError(f"{' '.join(argv)} failed:\n{r.stdout[-3000:]}"
+                           f"\n{r.stderr[-2000:]}")
     return time.perf_counter() - t
 
 

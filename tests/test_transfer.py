@@ -49,6 +49,7 @@ def test_time_copy_moves_the_data_both_ways(stream, pinned):
     host = transfer.host_buffer(32 * KIB, pinned)
     host[:] = np.arange(host.size) % 251
     dev = cp.zeros(host.size, dtype=cp.uint8)
+    cp.cuda.Stream.null.synchronize()   # the fill must not land after the copy
     t = transfer.time_copy(host, dev, "H2D", stream, repeat=2)
     assert (dev.get() == host).all()
     assert (t.nbytes, t.direction, t.pinned) == (host.nbytes, "H2D", pinned)

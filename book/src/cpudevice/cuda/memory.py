@@ -93,6 +93,11 @@ class _Arena:
 
     def take(self, size):
         """The smallest free chunk of ``size`` or more, split to ``size``."""
+        exact = self.by_size.get(size)
+        if exact:                                   # the common case
+            chunk = exact[-1]
+            self.remove(chunk)
+            return chunk
         i = bisect.bisect_left(self.sizes, size)
         if i == len(self.sizes):
             return None
@@ -329,7 +334,8 @@ class MemoryPool:
         return p
 
     def malloc(self, size):
-        return self._pool().malloc(size)
+        pool = self._pools.get(runtime._tls.device)
+        return (pool or self._pool()).malloc(size)
 
     def free_all_blocks(self, stream=None):
         self._pool().free_all_blocks(stream)

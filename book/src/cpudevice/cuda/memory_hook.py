@@ -9,11 +9,15 @@ mem_ptr, pmem_id) when a block returns to the pool.
 import collections
 import threading
 
-_tls = threading.local()
+class _HookTLS(threading.local):
+    hooks = None                # this thread's hooks, by name
+
+
+_tls = _HookTLS()
 
 
 def get_memory_hooks():
-    hooks = getattr(_tls, "hooks", None)
+    hooks = _tls.hooks
     if hooks is None:
         hooks = _tls.hooks = collections.OrderedDict()
     return hooks
@@ -21,7 +25,7 @@ def get_memory_hooks():
 
 def _hooks():
     """The registered hooks of this thread, or None (the fast path)."""
-    return getattr(_tls, "hooks", None) or None
+    return _tls.hooks or None
 
 
 class MemoryHook:
