@@ -114,18 +114,26 @@ def launch_overlap(a, offset, n, stream=None, block_size=256):
                    stream=stream)
 
 
+_TWIN_BLOCK = 1 << 18      # indices per step of the twin: fits in cache
+
+
 @twins.register("overlap_kernel")
 def _overlap_twin(grid, block, args, shared_mem=0):
-    """In float32 like the kernel; a 1-D launch covers grid*block indices."""
+    """In float32 like the kernel; a 1-D launch covers grid*block indices.
+    It works through them a cache-sized block at a time, as a GPU runs
+    thread blocks, so its cost per element does not depend on the launch
+    size (one launch over everything costs what chunked launches cost)."""
     a, offset, n = args
     offset, n = int(offset), int(n)
     stop = offset + min(n, grid[0] * block[0])
-    x = np.arange(offset, stop).astype(np.float32)   # (float)i, rounded
-    s, c = np.sin(x), np.cos(x)
-    s *= s
-    c *= c
-    s += c
-    a[offset:stop] += np.sqrt(s, out=s)
+    for lo in range(offset, stop, _TWIN_BLOCK):
+        hi = min(lo + _TWIN_BLOCK, stop)
+        x = np.arange(lo, hi).astype(np.float32)     # (float)i, rounded
+        s, c = np.sin(x), np.cos(x)
+        s *= s
+        c *= c
+        s += c
+        a[lo:hi] += np.sqrt(s, out=s)
 
 
 # --- the energy sum(0.5 * k * (x - mu)**2) as one fused reduction ----------
