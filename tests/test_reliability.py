@@ -25,20 +25,24 @@ def stress_program(seed):
             for _ in range(N_OPS)]
 
 
+def step(xp, kind, a, b):
+    """One operation of a stress program, with NumPy or with the model."""
+    if kind == 0:
+        xp.add(a, b, out=a)
+    elif kind == 1:
+        xp.multiply(a, 0.5, out=a)
+    elif kind == 2:
+        xp.subtract(a, 0.25 * b, out=a)
+    else:
+        a[...] = b
+    xp.clip(a, -1e6, 1e6, out=a)
+
+
 def oracle(prog):
     """The program run serially with NumPy: what every ordering must give."""
     arrays = [numpy.full(SIZE, i + 1.0) for i in range(N_ARRAYS)]
     for kind, dst, src, _ in prog:
-        a, b = arrays[dst], arrays[src]
-        if kind == 0:
-            numpy.add(a, b, out=a)
-        elif kind == 1:
-            numpy.multiply(a, 0.5, out=a)
-        elif kind == 2:
-            numpy.subtract(a, 0.25 * b, out=a)
-        else:
-            a[...] = b
-        numpy.clip(a, -1e6, 1e6, out=a)
+        step(numpy, kind, arrays[dst], arrays[src])
     return arrays
 
 
@@ -55,16 +59,7 @@ def on_streams(prog):
             if last[i] is not None:
                 s.wait_event(last[i])
         with s:
-            a, b = arrays[dst], arrays[src]
-            if kind == 0:
-                cp.add(a, b, out=a)
-            elif kind == 1:
-                cp.multiply(a, 0.5, out=a)
-            elif kind == 2:
-                cp.subtract(a, 0.25 * b, out=a)
-            else:
-                a[...] = b
-            cp.clip(a, -1e6, 1e6, out=a)
+            step(cp, kind, arrays[dst], arrays[src])
             ev = s.record()
         last[dst] = last[src] = ev
     for s in streams:
