@@ -9,6 +9,7 @@ import modelkit
 from src import BACKEND, cp
 from src.loops import (DOUBLE, STRATEGIES, Body, fori_loop, grad, jvp,
                        vjp)
+from src.memory import MemoryMonitor
 
 H = 0.1
 EULER = Body(lambda i, x: x + H * cp.cos(x),
@@ -26,18 +27,6 @@ def ones32(n=10):
 
 def randn(n, seed=0):
     return cp.asarray(np.random.default_rng(seed).standard_normal(n))
-
-
-class PeakMemory(cp.cuda.MemoryHook):
-    """Highest pool.used_bytes() at any allocation inside `with`."""
-    name = "TestPeakMemory"
-
-    def __init__(self):
-        self.pool = cp.get_default_memory_pool()
-        self.start = self.peak = self.pool.used_bytes()
-
-    def malloc_postprocess(self, **kwargs):
-        self.peak = max(self.peak, self.pool.used_bytes())
 
 
 # --- MindSpore's example, every strategy ------------------------------------
@@ -290,9 +279,9 @@ def test_checkpointing_every_sqrt_n_steps_needs_less_memory():
     vjp(0, n, EULER, x, g)            # warm the pool
 
     def peak(checkpoint):
-        with PeakMemory() as p:
+        with MemoryMonitor(timeline=False) as mon:
             vjp(0, n, EULER, x, g, checkpoint=checkpoint)
-        return p.peak - p.start
+        return mon.peak_allocated - mon.start_allocated
     store_all, sqrt_n = peak(None), peak(8)
     carry = x.nbytes
     assert store_all >= n * carry
