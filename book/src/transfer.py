@@ -1,18 +1,19 @@
 """Host <-> device copies: bandwidth by size, the cost of pinned allocation,
 and the 2x2 experiment of pinned memory and blocking copies (chapter 6).
 
-Copies are timed with the host clock and with a pair of events around them;
-CuPy's own calls are used throughout, so the same code measures a GPU.
+Copies are timed with the host clock and with a pair of events around them
+(`src.timing`); CuPy's own calls are used throughout, so the same code
+measures a GPU.
 """
 import math
 import statistics
-import time
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy
 
 from . import cp, cpx
+from .timing import Benchmark, EventTimer
 
 DIRECTIONS = ("H2D", "D2H")
 
@@ -55,7 +56,6 @@ def time_copy(host, dev, direction, stream, repeat=5):
     if direction not in DIRECTIONS:
         raise ValueError(f"direction must be one of {DIRECTIONS}, "
                          f"not {direction!r}")
-    start, end = cp.cuda.Event(), cp.cuda.Event()
 
     def copy():
         if direction == "H2D":
@@ -67,13 +67,13 @@ def time_copy(host, dev, direction, stream, repeat=5):
     stream.synchronize()
     event_s, host_s = [], []
     for _ in range(repeat):
-        t0 = time.perf_counter()
-        start.record(stream)
-        copy()
-        end.record(stream)
-        end.synchronize()
-        host_s.append(time.perf_counter() - t0)
-        event_s.append(cp.cuda.get_elapsed_time(start, end) / 1e3)
+        events = EventTimer(stream)         # events made outside the clock
+        with Benchmark() as wall:
+            with events:
+                copy()
+            events.end.synchronize()
+        host_s.append(wall.seconds)
+        event_s.append(events.seconds)
     return CopyTime(host.nbytes, direction, is_pinned(host),
                     min(event_s), min(host_s))
 
@@ -104,10 +104,10 @@ def allocation_times(nbytes, repeat=3):
         ts = []
         for _ in range(repeat):
             before()
-            t0 = time.perf_counter()
-            a = make()
-            a.fill(0)
-            ts.append(time.perf_counter() - t0)
+            with Benchmark() as wall:
+                a = make()
+                a.fill(0)
+            ts.append(wall.seconds)
             del a
         return min(ts)
 
@@ -127,13 +127,12 @@ def returns_and_done(copy, stream, repeat=5):
     returns, done = [], []
     for _ in range(repeat + 1):                 # the first is a warm-up
         stream.synchronize()
-        t0 = time.perf_counter()
-        copy()
-        t1 = time.perf_counter()
-        stream.synchronize()
-        t2 = time.perf_counter()
-        returns.append(t1 - t0)
-        done.append(t2 - t0)
+        with Benchmark() as until_done:
+            with Benchmark() as until_return:
+                copy()
+            stream.synchronize()
+        returns.append(until_return.seconds)
+        done.append(until_done.seconds)
     return statistics.median(returns[1:]), statistics.median(done[1:])
 
 
@@ -155,19 +154,18 @@ def copy_then_compute(host, model, host_work, blocking,
     blocked, total = [], []
     for _ in range(repeat + 1):                 # the first is a warm-up
         stream.synchronize()
-        t0 = time.perf_counter()
-        x = cp.asarray(host, blocking=blocking)
-        y = model(x)
-        if consume_first:
-            cp.asnumpy(y)
-        t1 = time.perf_counter()
-        host_work()
-        if not consume_first:
-            cp.asnumpy(y)
-        stream.synchronize()
-        t2 = time.perf_counter()
-        blocked.append(t1 - t0)
-        total.append(t2 - t0)
+        with Benchmark() as whole:
+            with Benchmark() as held:
+                x = cp.asarray(host, blocking=blocking)
+                y = model(x)
+                if consume_first:
+                    cp.asnumpy(y)
+            host_work()
+            if not consume_first:
+                cp.asnumpy(y)
+            stream.synchronize()
+        blocked.append(held.seconds)
+        total.append(whole.seconds)
     return Step(statistics.median(blocked[1:]), statistics.median(total[1:]))
 
 
