@@ -93,9 +93,10 @@ def _overlap_parts(quick):
     src = numpy.frombuffer(host, numpy.float32, n)
     src[:] = 1
     dst = cp.empty(n, cp.float32)
-    x = cp.ones(n // 4, cp.float32)
     copy_s = cp.cuda.Stream(non_blocking=True)
     kern_s = cp.cuda.Stream(non_blocking=True)
+    with kern_s:                  # filled on the stream that computes on it
+        x = cp.ones(n // 4, cp.float32)
 
     def copy():
         dst.set(src, stream=copy_s)
