@@ -70,7 +70,8 @@ def large_op_ratio(quick):
     n = 10**6 if quick else 10**7
     a = numpy.random.default_rng(0).random(n, dtype=numpy.float32)
     b = numpy.empty_like(a)
-    x, y = cp.asarray(a), cp.empty_like(cp.asarray(a))
+    x = cp.asarray(a)
+    y = cp.empty_like(x)
     sync()
 
     def on_backend():

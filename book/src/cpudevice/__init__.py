@@ -88,14 +88,7 @@ def where(condition, x=None, y=None):
     shape = _core._broadcast_shape(arrays)
     dt = _np.result_type(*[a.dtype if isinstance(a, ndarray) else a
                            for a in args[1:]])
-    out = _core._empty(shape, dt)
-    views = [a._a if isinstance(a, ndarray) else a for a in args]
-    dst = out._a
-
-    def run():
-        dst[...] = _np.where(*views)
-    _core._launch(run)
-    return out
+    return _core._queue_into(shape, dt, _np.where, args)
 
 
 def allclose(a, b, rtol=1.e-5, atol=1.e-8, equal_nan=False):

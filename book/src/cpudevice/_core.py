@@ -16,7 +16,7 @@ import numpy
 from numpy.lib.array_utils import normalize_axis_tuple
 
 from .cuda import runtime
-from .cuda.device import Device, _state
+from .cuda.device import Device
 from .cuda.memory import get_default_memory_pool
 from .cuda.pinned_memory import _pinned_range
 from .cuda.stream import _queue_of
@@ -36,6 +36,19 @@ def _launch(fn):
     """Queue ``fn`` on the compute engine of the current stream."""
     q = _queue_of(None)
     q.submit(fn, q.dev.compute)
+
+
+def _queue_into(shape, dtype, fn, args):
+    """Allocate ``out`` now and queue ``out[...] = fn(*args)``, device arrays
+    in ``args`` read as their data when the work runs; return ``out``."""
+    out = _empty(shape, dtype)
+    views = [a._a if isinstance(a, ndarray) else a for a in args]
+    dst = out._a
+
+    def run():
+        dst[...] = fn(*views)
+    _launch(run)
+    return out
 
 
 def _check_device(arrays):
@@ -648,13 +661,7 @@ def _gather(a, key):
     key = tuple(x.get() if isinstance(x, ndarray) else x for x in key)
     shape = numpy.broadcast_to(numpy.empty((), numpy.int8), a.shape)[key].shape
     _check_device([a])
-    out = _empty(shape, a.dtype)
-    src, dst = a._a, out._a
-
-    def run():
-        dst[...] = src[key]
-    _launch(run)
-    return out
+    return _queue_into(shape, a.dtype, lambda src: src[key], [a])
 
 
 # -- creation ---------------------------------------------------------------------
