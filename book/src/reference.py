@@ -64,6 +64,9 @@ REF_SUFFIX = "_ref"
 LESSON_GLOB = "[0-9][0-9]_*.ipynb"
 GLUE_PREFIX = "application/papermill.record/"
 RAISES = "raises-exception"
+#: The type `Lesson.data` glues figure data as: JSON that notebooks may
+#: store as JSON (their schema wants ``+json`` for that).
+FIGURE_DATA = "application/vnd.book.figure-data+json"
 
 CURRENT, STALE, NOT_CAPTURED, EXCLUDED = (
     "current", "stale", "not captured", "excluded")
@@ -111,7 +114,7 @@ def read_glued(nb):
     as json.load reads it), as ``{key: record}`` where a record holds the
     cell's ``index`` and ``source``, the ``value`` and its ``kind``:
     ``"value"``, or ``"data"`` for figure data glued by `Lesson.data`
-    (which glues JSON)."""
+    (as `FIGURE_DATA`)."""
     found = {}
     for i, cell in enumerate(nb["cells"]):
         if cell["cell_type"] != "code":
@@ -122,7 +125,7 @@ def read_glued(nb):
             if name is None:
                 continue
             data = out.get("data", {})
-            as_json = _mime(data, "application/json")
+            as_json = _mime(data, FIGURE_DATA)
             markdown = _mime(data, "text/markdown")
             plain = _mime(data, "text/plain")
             if as_json is not None:
@@ -262,6 +265,22 @@ def report(device=DEFAULT_DEVICE, book=None, root=None):
     return out
 
 
+def unshown_keys(nb, lesson, reference=None, exclusions=None):
+    """The keys notebook ``nb`` glues (``*_ref`` aside) that have no value
+    in the reference, no exclusion, and are not shown as "not captured":
+    neither glued through `Lesson.glue` (which glues ``*_ref`` beside),
+    nor listed by ``Lesson.compare()``, nor figure data of `Lesson.data`.
+    """
+    reference = load() if reference is None else reference
+    exclusions = load_exclusions() if exclusions is None else exclusions
+    glued = read_glued(nb)
+    known = set(_entries(reference, lesson)) | set(
+        exclusions.get(lesson, {})) | compared_keys(nb)
+    return sorted(k for k, rec in glued.items()
+                  if not k.endswith(REF_SUFFIX) and k not in known
+                  and k + REF_SUFFIX not in glued and rec["kind"] != "data")
+
+
 def format_value(value):
     """A number as a reader wants it in a sentence: three significant
     digits, thousands grouped; anything else as text."""
@@ -292,8 +311,8 @@ class FigureData:
     def __init__(self, series):
         self.series = series
 
-    def _repr_json_(self):
-        return self.series
+    def _repr_mimebundle_(self, include=None, exclude=None):
+        return {FIGURE_DATA: self.series, "text/plain": repr(self)}
 
     def __repr__(self):
         return "figure data: " + ", ".join(
@@ -306,7 +325,7 @@ def _plain(values):
         values = values.get()
     if hasattr(values, "tolist"):
         values = values.tolist()
-    if isinstance(values, (list, tuple)):
+    if isinstance(values, (list, tuple, range)):
         return [_plain(v) for v in values]
     if isinstance(values, numbers.Integral) and not isinstance(values, bool):
         return int(values)
@@ -394,23 +413,28 @@ class Lesson:
     def compare(self):
         """Show this run's glued values beside the reference GPU's."""
         from IPython.display import HTML, display
-        from html import escape
-        head = (f"<p><b>This run beside the {escape(self.device_name)}"
-                "</b> (reference captured "
-                f"{escape(str(self.run_info.get('date') or 'never'))}, "
-                f"commit {escape(str(self.run_info.get('commit') or '-'))}"
-                "; <i>stale</i>: the cell that measures it has changed "
-                "since).</p>")
-        rows = "".join(
-            f'<tr data-key="{escape(k)}"><td><code>{escape(k)}</code></td>'
-            f"<td>{escape(a)}</td><td>{escape(b)}</td>"
-            f"<td>{escape(s)}</td></tr>"
-            for k, a, b, s in self.rows())
-        display(HTML(
-            f'{head}<table class="reference-compare"><thead><tr>'
+        display(HTML(compare_table(
+            self.device_name, self.run_info.get("date") or "never",
+            self.run_info.get("commit") or "-", self.rows())))
+
+
+def compare_table(device_name, date, commit, rows):
+    """The HTML table `Lesson.compare` shows: ``rows`` of ``(key, this
+    run, reference, state)``; each row carries its key as ``data-key``."""
+    from html import escape
+    head = (f"<p><b>This run beside the {escape(device_name)}</b> "
+            f"(reference captured {escape(str(date))}, commit "
+            f"{escape(str(commit))}; <i>stale</i>: the cell that measures "
+            "it has changed since).</p>")
+    body = "".join(
+        f'<tr data-key="{escape(k)}"><td><code>{escape(k)}</code></td>'
+        f"<td>{escape(a)}</td><td>{escape(b)}</td>"
+        f"<td>{escape(s)}</td></tr>"
+        for k, a, b, s in rows)
+    return (f'{head}<table class="reference-compare"><thead><tr>'
             f"<th>value</th><th>this run</th>"
-            f"<th>{escape(self.device_name)}</th><th>reference</th></tr>"
-            f"</thead><tbody>{rows}</tbody></table>"))
+            f"<th>{escape(device_name)}</th><th>reference</th></tr>"
+            f"</thead><tbody>{body}</tbody></table>")
 
 
 # -- this machine -----------------------------------------------------------------
@@ -719,16 +743,22 @@ def _shown_path(path):
     return str(path)
 
 
-def execute(path, timeout=600):
-    """Run one lesson top to bottom in a fresh kernel started in ``book/``,
-    errors allowed (checked afterwards); return the executed notebook."""
-    import nbformat
+def execute_notebook(nb, timeout=600):
+    """Run notebook ``nb`` (an nbformat node, changed in place) top to
+    bottom in a fresh kernel started in ``book/``, errors allowed (they
+    are checked afterwards)."""
     from nbclient import NotebookClient
-    nb = nbformat.read(str(path), as_version=4)
-    client = NotebookClient(nb, timeout=timeout, kernel_name="python3",
-                            allow_errors=True,
-                            resources={"metadata": {"path": str(BOOK)}})
-    client.execute()
+    NotebookClient(nb, timeout=timeout, kernel_name="python3",
+                   allow_errors=True,
+                   resources={"metadata": {"path": str(BOOK)}}).execute()
+    return nb
+
+
+def execute(path, timeout=600):
+    """Run one lesson in a fresh kernel; return the executed notebook as
+    a dict."""
+    import nbformat
+    nb = execute_notebook(nbformat.read(str(path), as_version=4), timeout)
     return json.loads(nbformat.writes(nb))
 
 
