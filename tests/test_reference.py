@@ -195,6 +195,21 @@ def test_import_round_trip(tmp_path):
     assert ref["commit"] == "def5678"
 
 
+def test_import_reads_the_run_beside_the_notebooks(tmp_path):
+    """tools/gpu/run.sh writes run.json (``run-info``) beside nb/."""
+    run = write_nb(synthetic_lesson(), tmp_path / "out" / "nb" /
+                   "99_synthetic.ipynb")
+    (tmp_path / "out" / "run.json").write_text(json.dumps({
+        "date": "2026-11-30", "commit": "1234abc",
+        "device": {"name": "NVIDIA H200", "backend": "gpu",
+                   "cuda_runtime": "13.0", "sms": 132}}))
+    ref = read(R.import_notebooks([run], root=tmp_path / "reference"))
+    assert (ref["date"], ref["commit"]) == ("2026-11-30", "1234abc")
+    assert ref["device"] == {"name": "NVIDIA H200", "backend": "gpu",
+                             "cuda_runtime": "13.0", "sms": 132,
+                             "cupy": "14.2.0"}
+
+
 def test_import_refuses_the_model_and_unexpected_errors(tmp_path):
     model = write_nb(synthetic_lesson(
         "Backend: CPU device model (...)\n  device 0: Model, 1.0 GiB\n"),

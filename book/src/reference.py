@@ -38,7 +38,9 @@ From ``book/``, ``python -m src.reference`` writes and checks references:
   those ``tools/gpu/run.sh`` leaves in ``.gpu/out/nb``;
 * ``status``: per lesson, how many values are current, stale, not captured
   or excluded, and which;
-* ``device-info``: this machine's device and software, as JSON.
+* ``run-info``: this machine's device and software, today's date and
+  the checkout's commit, as JSON (``tools/gpu/run.sh`` stores it beside
+  the lessons it runs, as ``run.json``, for ``import`` to read).
 """
 import argparse
 import ast
@@ -520,6 +522,13 @@ def git_commit(where=BOOK):
     return commit + ("+dirty" if dirty else "")
 
 
+def run_info():
+    """What a reference records of a run here: the device and software,
+    the date and the commit."""
+    return {"device": device_info(), "date": today(),
+            "commit": git_commit()}
+
+
 def today():
     return datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d")
 
@@ -687,24 +696,30 @@ def save(notebooks, info, slug, date, commit, source, root=None,
 
 
 def import_notebooks(paths, device=None, commit=None, date=None,
-                     device_info_file=None, allow_model=False,
+                     run_info_file=None, allow_model=False,
                      allow_errors=False, replace=False, root=None,
                      source=None):
-    """The ``import`` command: a reference from executed lessons."""
+    """The ``import`` command: a reference from executed lessons, with the
+    device, date and commit of their run from ``run_info_file`` (as the
+    ``run-info`` command writes it; default: ``run.json`` beside the
+    notebooks or in their parent folder)."""
     paths = [Path(p) for p in paths]
     missing = [str(p) for p in paths if not p.is_file()]
     if missing:
         raise RefusedError(f"no such notebook: {', '.join(missing)}")
     notebooks = {p.stem: json.loads(p.read_text()) for p in sorted(paths)}
     banners = [banner_info(nb) for nb in notebooks.values()]
-    info = {}
-    if device_info_file is None:
-        beside = paths[0].parent / "device.json"
-        if not beside.exists():
-            beside = paths[0].parent.parent / "device.json"
-        device_info_file = beside if beside.exists() else None
-    if device_info_file is not None:
-        info = json.loads(Path(device_info_file).read_text())
+    if run_info_file is None:
+        found = [d / "run.json" for d in (paths[0].parent,
+                                          paths[0].parent.parent)
+                 if (d / "run.json").is_file()]
+        run_info_file = found[0] if found else None
+    run = {}
+    if run_info_file is not None:
+        run = json.loads(Path(run_info_file).read_text())
+        if "device" not in run:             # a device's properties alone
+            run = {"device": run}
+    info = dict(run.get("device", {}))
     for found in banners:
         for k in ("name", "cupy"):
             if found.get(k):
@@ -715,21 +730,22 @@ def import_notebooks(paths, device=None, commit=None, date=None,
         raise RefusedError("the notebooks do not say which device ran them: "
                            "pass --device SLUG")
     previous = reference_path(slug, root)
-    if device_info_file is None and previous.exists():
+    if run_info_file is None and previous.exists():
         # Nothing says more about the device than the lessons' banner:
         # keep what the reference already records of it.
         old = json.loads(previous.read_text()).get("device", {})
         info = {**old, **info}
-        print(f"no device.json beside the notebooks: the device's "
-              f"properties are those {previous.name} recorded",
-              file=sys.stderr)
+        print(f"no run.json beside the notebooks: the device's properties "
+              f"are those {previous.name} recorded", file=sys.stderr)
     backends = {b.get("backend") for b in banners} - {None}
     refuse_model(info.get("backend") or ("cpu" if "cpu" in backends
                                          else "gpu"), allow_model)
     _check_errors(notebooks, allow_errors)
     source = source or "imported from " + ", ".join(sorted(
         {_shown_path(p.parent) for p in paths}))
-    return save(notebooks, info, slug, date or today(),
+    if not commit and run.get("commit") not in (None, "unknown"):
+        commit = run["commit"]
+    return save(notebooks, info, slug, date or run.get("date") or today(),
                 commit or git_commit(), source, root, replace)
 
 
@@ -770,11 +786,11 @@ def capture(lessons=None, device=None, allow_model=False, allow_errors=False,
     # The device is read in a process of its own, so that this one holds
     # no GPU context while the lessons run.
     probe = subprocess.run(
-        [sys.executable, "-m", "src.reference", "device-info"], cwd=BOOK,
+        [sys.executable, "-m", "src.reference", "run-info"], cwd=BOOK,
         capture_output=True, text=True, timeout=300)
     if probe.returncode:
-        raise RefusedError(f"device-info failed: {probe.stderr.strip()}")
-    info = json.loads(probe.stdout)
+        raise RefusedError(f"run-info failed: {probe.stderr.strip()}")
+    info = json.loads(probe.stdout)["device"]
     refuse_model(info.get("backend"), allow_model)
     slug = device or device_slug(info["name"])
     names = [Path(n).name.removesuffix(".ipynb") for n in lessons] \
@@ -856,9 +872,9 @@ def main(argv=None):
     imp.add_argument("--commit", help="commit the lessons ran from "
                      "(default: this checkout's)")
     imp.add_argument("--date", help="date of the run (default: today)")
-    imp.add_argument("--device-info", metavar="JSON",
-                     help="the device's properties, as `device-info` "
-                     "writes them (default: device.json beside the "
+    imp.add_argument("--run-info", metavar="JSON",
+                     help="the run's device, date and commit, as `run-info` "
+                     "writes them (default: run.json beside the "
                      "notebooks, if any)")
     imp.add_argument("--source", help="where the notebooks come from, as "
                      "the reference records it (default: their folder)")
@@ -869,8 +885,8 @@ def main(argv=None):
     st = sub.add_parser("status", help="per lesson: current, stale, not "
                         "captured and excluded values")
     st.add_argument("--device", default=DEFAULT_DEVICE)
-    sub.add_parser("device-info", help="this machine's device and software, "
-                   "as JSON")
+    sub.add_parser("run-info", help="this machine's device and software, "
+                   "the date and the commit, as JSON")
     args = parser.parse_args(argv)
     try:
         if args.command == "capture":
@@ -879,18 +895,19 @@ def main(argv=None):
         elif args.command == "import":
             path = import_notebooks(
                 args.notebooks, args.device, args.commit, args.date,
-                args.device_info, args.allow_model, args.allow_errors,
+                args.run_info, args.allow_model, args.allow_errors,
                 args.replace, source=args.source)
         elif args.command == "status":
             print_status(args.device)
             return 0
         else:
-            print(json.dumps(device_info(), indent=1, sort_keys=True))
+            print(json.dumps(run_info(), indent=1, sort_keys=True))
             return 0
     except RefusedError as e:
         print(f"refused: {e}", file=sys.stderr)
         return 2
     print(f"wrote {_shown_path(path)}")
+    print_status(Path(path).stem)
     return 0
 
 
