@@ -282,8 +282,8 @@ def test_the_default_reference_records_device_run_and_figures():
     ref = R.load()
     assert ref["device"].get("name"), "no device name"
     assert ref.get("date") and ref.get("commit")
-    assert set(LESSONS) <= set(ref["lessons"]), "a lesson has no reference"
     for lesson, part in ref["lessons"].items():
+        assert part.get("date") and part.get("commit"), lesson
         for figure in part.get("figures", []):
             assert (R.REFERENCE_DIR / figure["file"]).is_file(), figure
             assert figure["caption"], figure

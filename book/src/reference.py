@@ -868,18 +868,22 @@ def main(argv=None):
                          "(e.g. ../.gpu/out/nb/*.ipynb)")
     imp.add_argument("notebooks", nargs="+", metavar="NOTEBOOK")
     imp.add_argument("--device", help="slug of the reference file (default: "
-                     "from the device the lessons' banner names)")
+                     "from the device's name in run.json or the lessons' "
+                     "banner)")
     imp.add_argument("--commit", help="commit the lessons ran from "
-                     "(default: this checkout's)")
-    imp.add_argument("--date", help="date of the run (default: today)")
+                     "(default: run.json's, else this checkout's)")
+    imp.add_argument("--date", help="date of the run (default: run.json's, "
+                     "else today)")
     imp.add_argument("--run-info", metavar="JSON",
                      help="the run's device, date and commit, as `run-info` "
                      "writes them (default: run.json beside the "
                      "notebooks, if any)")
     imp.add_argument("--source", help="where the notebooks come from, as "
                      "the reference records it (default: their folder)")
-    imp.add_argument("--allow-model", action="store_true")
-    imp.add_argument("--allow-errors", action="store_true")
+    imp.add_argument("--allow-model", action="store_true",
+                     help="import lessons run on the CPU device model")
+    imp.add_argument("--allow-errors", action="store_true",
+                     help="import lessons with unexpected errors")
     imp.add_argument("--replace", action="store_true",
                      help="drop the lessons not given from the reference")
     st = sub.add_parser("status", help="per lesson: current, stale, not "
