@@ -28,7 +28,7 @@ def glued_keys(nb):
     return {k for k in R.read_glued(nb) if not k.endswith(R.REF_SUFFIX)}
 
 
-# -- the pieces -----------------------------------------------------------------
+# -- the pieces ---------------------------------------------------------------
 def test_fingerprint_ignores_blank_lines_and_trailing_spaces():
     code = "x = 1\ny = x + 1\nglue('y', y)"
     assert R.fingerprint(code) == R.fingerprint(
@@ -86,7 +86,7 @@ def test_capture_refuses_the_cpu_model_without_the_flag(monkeypatch,
     assert not list(tmp_path.iterdir())
 
 
-# -- a small synthetic lesson -----------------------------------------------------
+# -- a small synthetic lesson -------------------------------------------------
 def glue_output(name, data):
     return nbformat.v4.new_output(
         "display_data", data={R.GLUE_PREFIX + k: v for k, v in data.items()},
@@ -277,7 +277,7 @@ def test_status_command_runs_from_book():
         assert lesson in out.stdout
 
 
-# -- the book's reference ----------------------------------------------------------
+# -- the book's reference -----------------------------------------------------
 def test_the_default_reference_records_device_run_and_figures():
     ref = R.load()
     assert ref["device"].get("name"), "no device name"

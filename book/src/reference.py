@@ -174,7 +174,8 @@ def load(device=DEFAULT_DEVICE, root=None):
 
 
 def load_exclusions(root=None):
-    """``{lesson: {key: reason}}``: glued values that get no reference."""
+    """``{lesson: {key: reason}}``: glued values that get no reference
+    (the book's, in ``book/reference/``, unless ``root`` says where)."""
     path = Path(root or REFERENCE_DIR) / EXCLUSIONS.name
     if not path.exists():
         return {}
@@ -246,7 +247,7 @@ def lesson_status(lesson, device=DEFAULT_DEVICE, book=None, reference=None,
                   exclusions=None, root=None):
     """``{key: state}`` for every key the lesson glues now."""
     reference = load(device, root) if reference is None else reference
-    exclusions = load_exclusions(root) if exclusions is None else exclusions
+    exclusions = load_exclusions() if exclusions is None else exclusions
     excluded = exclusions.get(lesson, {})
     entries = _entries(reference, lesson)
     return {key: EXCLUDED if key in excluded else
@@ -256,7 +257,7 @@ def lesson_status(lesson, device=DEFAULT_DEVICE, book=None, reference=None,
 
 def report(device=DEFAULT_DEVICE, book=None, root=None):
     """``{lesson: {state: [keys]}}`` for every lesson of the book."""
-    reference, exclusions = load(device, root), load_exclusions(root)
+    reference, exclusions = load(device, root), load_exclusions()
     out = {}
     for lesson in lesson_names(book):
         states = {s: [] for s in STATES}
@@ -305,7 +306,7 @@ def _is_display(value):
     return type(value).__module__.startswith("IPython.")
 
 
-# -- in a lesson ----------------------------------------------------------------
+# -- in a lesson --------------------------------------------------------------
 class FigureData:
     """Figure data as `Lesson.data` glues it: JSON for the record, a short
     line for anyone who displays it."""
@@ -439,7 +440,7 @@ def compare_table(device_name, date, commit, rows):
             f"</thead><tbody>{body}</tbody></table>")
 
 
-# -- this machine -----------------------------------------------------------------
+# -- this machine -------------------------------------------------------------
 _DROP = re.compile(r"^(\d+gb|hbm\w*|pcie|sxm\d*|nvl|tensor|core|gpu)$")
 
 
@@ -547,7 +548,7 @@ def refuse_model(backend, allow_model):
             "anyway, for trying the tool)")
 
 
-# -- writing a reference ---------------------------------------------------------
+# -- writing a reference ------------------------------------------------------
 def unexpected_errors(nb):
     """``[(cell index, error name)]`` of errors outside cells tagged
     ``raises-exception``."""
