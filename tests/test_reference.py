@@ -365,3 +365,14 @@ def test_exclusions_name_glued_keys_with_reasons():
             "from book/reference/exclusions.json"
         for key, reason in keys.items():
             assert isinstance(reason, str) and reason.strip(), key
+
+
+def test_gpu_lane_scripts_parse():
+    tools = BOOK.parent / "tools" / "gpu"
+    for name in ("prepare.sh", "run.sh", "refresh-reference.sh"):
+        out = subprocess.run(["bash", "-n", str(tools / name)],
+                             capture_output=True, text=True, timeout=60)
+        assert out.returncode == 0, (name, out.stderr)
+    ignored = (BOOK.parent / ".gitignore").read_text().split()
+    assert "/.gpu/" in ignored, ".gpu/ (the lane's wheels and output) " \
+        "must stay out of git"
