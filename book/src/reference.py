@@ -903,7 +903,10 @@ def main(argv=None):
                 args.run_info, args.allow_model, args.allow_errors,
                 args.replace, source=args.source)
         elif args.command == "status":
-            print_status(args.device)
+            try:
+                print_status(args.device)
+            except BrokenPipeError:     # `... status | head`
+                sys.stderr.close()
             return 0
         else:
             print(json.dumps(run_info(), indent=1, sort_keys=True))
