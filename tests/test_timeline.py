@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 from modelkit import Gate, wait_until
-from src import cp, cpx, timeline
+from src import BACKEND, cp, cpx, timeline
 from src.cpudevice.cuda.device import _state
 from src.timeline import Op, Timeline
 
@@ -72,6 +72,12 @@ def hold_compute_engine(gate, stream):
     time.sleep(0.05)                # past the zeros(1) queued before it
 
 
+model_only = pytest.mark.skipif(
+    BACKEND == "gpu", reason="assumes the CPU device model's single compute "
+    "engine, which runs one kernel at a time and can be held by a gate; a "
+    "GPU runs kernels from several streams concurrently (concurrentKernels)")
+
+
 def streams(n):
     return [cp.cuda.Stream(non_blocking=True) for _ in range(n)]
 
@@ -100,6 +106,7 @@ def test_ops_on_one_stream_follow_each_other_in_issue_order():
     assert (host == 1).all()
 
 
+@model_only
 @pytest.mark.timeout(60)
 def test_a_copy_overlaps_a_kernel_on_another_stream():
     a, b = streams(2)
@@ -117,6 +124,7 @@ def test_a_copy_overlaps_a_kernel_on_another_stream():
     assert kernel.start <= copy.start and copy.end <= kernel.end
 
 
+@model_only
 @pytest.mark.timeout(60)
 def test_a_kernel_waiting_for_the_compute_engine_starts_when_it_is_free():
     a, b = streams(2)
