@@ -120,13 +120,15 @@ def test_overlap_twin_adds_one_to_the_chunk_only():
     # sqrt(sin^2 + cos^2) is 1 within 2**-23, and a + 1 rounds to exactly
     # a + 1 for a >= 2, so the chunk gains exactly 1.
     a = f32(10, 20, 30, 40, 50, 60)
-    twins.lookup("overlap_kernel")((1,), (4,), (a, np.int32(2), np.int32(3)))
+    twins.lookup("overlap_kernel")((1,), (4,), (a, np.int32(2), np.int32(3),
+                                                kernels.NO_STAMPS))
     np.testing.assert_array_equal(a, f32(10, 20, 31, 41, 51, 60))
 
 
 def test_overlap_twin_covers_only_the_launched_threads():
     a = f32(10, 20, 30, 40, 50, 60)
-    twins.lookup("overlap_kernel")((1,), (2,), (a, np.int32(1), np.int32(5)))
+    twins.lookup("overlap_kernel")((1,), (2,), (a, np.int32(1), np.int32(5),
+                                                kernels.NO_STAMPS))
     np.testing.assert_array_equal(a, f32(10, 21, 31, 40, 50, 60))
 
 
@@ -135,9 +137,40 @@ def test_overlap_twin_computes_in_float32_like_the_kernel():
     # in float64 every element would round back to exactly 1.
     a = np.zeros(4096, np.float32)
     twins.lookup("overlap_kernel")((16,), (256,),
-                                   (a, np.int32(0), np.int32(4096)))
+                                   (a, np.int32(0), np.int32(4096),
+                                    kernels.NO_STAMPS))
     error = np.abs(a - 1).max()
     assert a.dtype == np.float32 and 0 < error <= 2**-23
+
+
+def fake_clock(*ticks):
+    """A device clock for the twins that returns ``ticks`` in turn."""
+    it = iter(ticks)
+    return lambda: next(it)
+
+
+def test_overlap_twin_folds_its_start_and_end_into_the_stamps():
+    stamps = np.array([kernels.NEVER, 0], np.uint64)
+    a = f32(0, 0, 0, 0)
+    try:
+        twins.set_globaltimer(fake_clock(500, 900, 300, 700))
+        for _ in range(2):                 # starts 500, 300; ends 900, 700
+            twins.lookup("overlap_kernel")((1,), (4,), (
+                a, np.int32(0), np.int32(4), stamps))
+    finally:
+        twins.set_globaltimer(None)
+    assert stamps.tolist() == [300, 900]   # first start, last end
+
+
+def test_stamp_twin_writes_the_clock_into_both_stamps():
+    stamps = np.zeros(2, np.uint64)
+    try:
+        twins.set_globaltimer(fake_clock(1234))
+        twins.lookup("stamp_kernel")((1,), (1,), (stamps,))
+    finally:
+        twins.set_globaltimer(None)
+    assert stamps.tolist() == [1234, 1234]
+    assert twins.globaltimer_ns() > 0      # the default clock is back
 
 
 def test_fused_loop_twin_runs_n_steps():
@@ -381,7 +414,8 @@ def test_overlap_in_chunks_on_two_streams_equals_one_launch():
     host = np.arange(4096, dtype=np.float32) + 2
     whole = host.copy()
     twins.lookup("overlap_kernel")((16,), (256,),
-                                   (whole, np.int32(0), np.int32(4096)))
+                                   (whole, np.int32(0), np.int32(4096),
+                                    kernels.NO_STAMPS))
     a = cp.asarray(host)
     # Blocking streams wait for that copy on the legacy null stream;
     # non_blocking ones would race it and could overwrite a chunk's result.
@@ -399,6 +433,41 @@ def test_overlap_launch_touches_only_its_chunk():
     a = cp.asarray(f32(10, 20, 30, 40, 50, 60))
     kernels.launch_overlap(a, 2, 3)
     np.testing.assert_array_equal(cp.asnumpy(a), f32(10, 20, 31, 41, 51, 60))
+
+
+@pytest.mark.timeout(30)
+def test_overlap_launch_stamps_its_first_start_and_last_end():
+    a = cp.zeros(1 << 16, cp.float32)
+    stamps = cp.asarray(np.array([kernels.NEVER, 0], np.uint64))
+    before = cp.zeros(2, cp.uint64)
+    kernels.stamp(before)
+    kernels.launch_overlap(a, 0, a.size, stamps=stamps)
+    after = cp.zeros(2, cp.uint64)
+    kernels.stamp(after)
+    t0, (first, last), t1 = (cp.asnumpy(x).astype(np.int64) for x in
+                             (before, stamps, after))
+    assert t0[0] == t0[1] and t1[0] == t1[1]
+    assert t0[0] <= first <= last <= t1[0]   # in queue order, one clock
+    assert float(a.max()) == pytest.approx(1, abs=1e-6)
+
+
+def test_kernels_stamp_only_inside_a_stamping_block():
+    assert kernels.active_stamps() is None
+    pair = cp.asarray(np.array([kernels.NEVER, 0], np.uint64))
+    with kernels.stamping(lambda: pair):
+        assert kernels.active_stamps() is pair
+        kernels.launch_overlap(cp.zeros(256, cp.float32), 0, 256)
+    assert kernels.active_stamps() is None
+    first, last = cp.asnumpy(pair).tolist()
+    assert first != kernels.NEVER and first <= last
+
+
+@pytest.mark.parametrize("bad", [
+    lambda: cp.zeros(2, cp.int64), lambda: cp.zeros(1, cp.uint64),
+    lambda: np.zeros(2, np.uint64), lambda: cp.zeros(4, cp.uint64)[::2]])
+def test_stamps_must_be_two_contiguous_uint64_on_the_device(bad):
+    with pytest.raises(TypeError, match="uint64 device array"):
+        kernels.launch_overlap(cp.zeros(8, cp.float32), 0, 8, stamps=bad())
 
 
 # --- bad input is a clear error at the call ---------------------------------

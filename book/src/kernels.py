@@ -7,6 +7,8 @@ NVRTC. CuPy compiles a kernel on its first launch, so building them here
 needs no GPU. Each kernel's NumPy twin is registered in `src.twins` under
 the kernel's name: the CPU device model runs it in place of the CUDA code.
 """
+import contextvars
+from contextlib import contextmanager
 from typing import NamedTuple
 
 import numpy as np
@@ -71,28 +73,109 @@ def source(kernel):
     return text
 
 
+# --- %globaltimer stamps: when a kernel's blocks really ran ---------------
+#
+# Events say when a *stream* reached an operation and when it finished, not
+# when its kernel got the GPU: a GPU runs kernels from several streams at
+# once. The book's RawKernels can record it themselves: given a pair of
+# stamps ``[first block start, last block end]`` (nanoseconds of the GPU's
+# ``%globaltimer``), thread 0 of every block folds its block's start into
+# ``stamps[0]`` with atomicMin and its end into ``stamps[1]`` with atomicMax.
+# A null pointer (``NO_STAMPS``) records nothing. `src.timeline` hands the
+# kernels launched inside ``Timeline.op`` a pair, through `stamping`.
+
+NO_STAMPS = np.uint64(0)                    # a null pointer: no stamps
+NEVER = np.uint64(np.iinfo(np.uint64).max)  # stamps[0] before any block ran
+
+stamp_kernel = _build(Raw(r"""
+extern "C" __global__ void stamp_kernel(unsigned long long* stamps)
+{
+    unsigned long long t;
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+    stamps[0] = t;
+    stamps[1] = t;
+}
+""", "stamp_kernel"))
+
+
+@twins.register("stamp_kernel")
+def _stamp_twin(grid, block, args, shared_mem=0):
+    """Both stamps: the device clock now."""
+    args[0][:2] = twins.globaltimer_ns()
+
+
+def stamp(stamps, stream=None):
+    """Queue a one-thread kernel on ``stream`` that writes the GPU clock
+    into ``stamps[0]`` and ``stamps[1]`` (a uint64 device array)."""
+    stamp_kernel((1,), (1,), (_check_stamps(stamps),), stream=stream)
+
+
+_stamps_source = contextvars.ContextVar("stamps_source", default=None)
+
+
+@contextmanager
+def stamping(source):
+    """Inside the block, kernels that can stamp and are given no stamps ask
+    ``source()`` for a pair (a uint64 device array of 2) to write into."""
+    token = _stamps_source.set(source)
+    try:
+        yield
+    finally:
+        _stamps_source.reset(token)
+
+
+def active_stamps():
+    """The stamps pair of the enclosing `stamping` block, or None."""
+    source = _stamps_source.get()
+    return None if source is None else source()
+
+
+def _check_stamps(stamps):
+    if not isinstance(stamps, cp.ndarray) or stamps.dtype != np.uint64 \
+            or stamps.size < 2 or not stamps.flags.c_contiguous:
+        raise TypeError("stamps must be a C-contiguous uint64 device array "
+                        "of at least 2 elements (first start, last end)")
+    return stamps
+
+
 # --- NVIDIA's copy/compute overlap demo ------------------------------------
 
 overlap_kernel = _build(Raw(r'''
-extern "C" __global__ void overlap_kernel(float* a, int offset, int n)
+extern "C" __global__ void overlap_kernel(float* a, int offset, int n,
+                                          unsigned long long* stamps)
 {
+    unsigned long long t0 = 0, t1;
+    if (stamps && threadIdx.x == 0)    // when this block started (ns)
+        asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t0));
     int i = offset + threadIdx.x + blockIdx.x * blockDim.x;
     if (i < offset + n) {
         float x = (float)i;
         float s = sinf(x), c = cosf(x);
         a[i] = a[i] + sqrtf(s * s + c * c);
     }
+    if (stamps) {                      // the same for every thread
+        __syncthreads();               // the whole block is done
+        if (threadIdx.x == 0) {
+            asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t1));
+            atomicMin(&stamps[0], t0); // first block's start
+            atomicMax(&stamps[1], t1); // last block's end
+        }
+    }
 }
 ''', "overlap_kernel"))
 
 
-def launch_overlap(a, offset, n, stream=None, block_size=256):
+def launch_overlap(a, offset, n, stream=None, block_size=256, stamps=None):
     """Add ``sqrt(sin(i)**2 + cos(i)**2)`` (about 1) to ``a[offset:offset+n]``.
 
     ``a`` is the *whole* float32 array, as in NVIDIA's demo, so that ``x = i``
     is the global index and a chunk gives the same numbers as one launch over
     everything. A raw kernel sees only a pointer, so the checks CuPy cannot
     make are made here: dtype, contiguity, and that the chunk is inside ``a``.
+    ``stamps`` (a uint64 device array of 2, ``[kernels.NEVER, 0]`` before the
+    first launch) receives the ``%globaltimer`` of the first block's start
+    and of the last block's end; by default, inside ``Timeline.op``, the
+    timeline's pair for that operation (`active_stamps`), else none.
     """
     if not isinstance(a, cp.ndarray):
         raise TypeError("overlap_kernel needs a device array (cp.ndarray), "
@@ -110,10 +193,16 @@ def launch_overlap(a, offset, n, stream=None, block_size=256):
     if offset + n > np.iinfo(np.int32).max:
         raise ValueError("overlap_kernel indexes with a 32-bit int, so "
                          "offset + n must stay below 2**31")
+    if stamps is not None:
+        _check_stamps(stamps)
     if n == 0:
         return
+    if stamps is None:
+        stamps = active_stamps()
     grid = (n + block_size - 1) // block_size
-    overlap_kernel((grid,), (block_size,), (a, np.int32(offset), np.int32(n)),
+    overlap_kernel((grid,), (block_size,),
+                   (a, np.int32(offset), np.int32(n),
+                    NO_STAMPS if stamps is None else stamps),
                    stream=stream)
 
 
@@ -125,8 +214,12 @@ def _overlap_twin(grid, block, args, shared_mem=0):
     """In float32 like the kernel; a 1-D launch covers grid*block indices.
     It works through them a cache-sized block at a time, as a GPU runs
     thread blocks, so its cost per element does not depend on the launch
-    size (one launch over everything costs what chunked launches cost)."""
-    a, offset, n = args
+    size (one launch over everything costs what chunked launches cost).
+    Given stamps (not a null pointer), it folds the device clock
+    (`twins.globaltimer_ns`) at its start and at its end into them, as the
+    kernel's first and last blocks do."""
+    a, offset, n, stamps = args
+    start = twins.globaltimer_ns()
     offset, n = int(offset), int(n)
     stop = offset + min(n, grid[0] * block[0])
     for lo in range(offset, stop, _TWIN_BLOCK):
@@ -137,6 +230,9 @@ def _overlap_twin(grid, block, args, shared_mem=0):
         c *= c
         s += c
         a[lo:hi] += np.sqrt(s, out=s)
+    if isinstance(stamps, np.ndarray):
+        stamps[0] = min(int(stamps[0]), start)
+        stamps[1] = max(int(stamps[1]), twins.globaltimer_ns())
 
 
 # --- the energy sum(0.5 * k * (x - mu)**2) as a fused, two-stage reduction -
