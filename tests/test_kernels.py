@@ -325,6 +325,8 @@ def test_harmonic_energy_cuts_large_arrays_into_rows_small_ones_not():
     big = cp.zeros(energy.min_row * energy.rows_per_sm * sms * 3, cp.float32)
     assert energy.rows(big) == energy.rows_per_sm * sms
     assert energy.rows(big[::2]) == 0          # not contiguous: one stage
+    assert energy.threads(big) == 512 * energy.rows_per_sm * sms
+    assert energy.threads(big[:10]) == 512
 
 
 @pytest.mark.timeout(60)

@@ -244,7 +244,7 @@ harmonic_energy_kernel = _build(Reduction(
 
 
 class TwoStageEnergy:
-    """``harmonic_energy(x, k, mu)``: ``sum(k * (x - mu)**2 / 2)`` in x's dtype.
+    """``sum(k * (x - mu)**2 / 2)`` over ``x`` in x's dtype (`harmonic_energy`).
 
     CuPy's `ReductionKernel` gives each *output* value one thread block, so
     a whole-array reduction (one output) runs on a single block of one SM:
@@ -293,6 +293,13 @@ class TwoStageEnergy:
         rows = min(self.rows_per_sm * self._sms[device],
                    x.size // self.min_row)
         return rows if rows >= 2 else 0
+
+    BLOCK = 512          # threads per block of CuPy's reductions (CUDA)
+
+    def threads(self, x):
+        """Threads stage 1 launches for ``x`` (one block per row), e.g. for
+        `src.pipeline.kernels_at_once`."""
+        return self.BLOCK * max(1, self.rows(x))
 
     def __call__(self, x, k, mu, axis=None, keepdims=False, out=None,
                  stream=None):

@@ -100,7 +100,10 @@ class Timeline:
     waits for it, so that no operation can precede the origin. Right
     before it, a one-thread kernel stamps the GPU clock, so that kernels'
     own clock stamps can be placed on the timeline (to within a few
-    microseconds: the stamp kernel's launch and run).
+    microseconds: the stamp kernel's launch and run). A measured start is
+    kept between the op's ``ready`` and ``end``. The first timeline of a
+    process launches that kernel for the first time: with CUDA's lazy
+    loading, loading it may wait for the work already queued on the device.
     """
 
     def __init__(self, streams, names=None):
