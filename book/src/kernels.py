@@ -244,7 +244,7 @@ harmonic_energy_kernel = _build(Reduction(
 
 
 class TwoStageEnergy:
-    """``sum(k * (x - mu)**2 / 2)`` over ``x`` in x's dtype (`harmonic_energy`).
+    """``sum(k * (x - mu)**2 / 2)`` over ``x``, in its dtype.
 
     CuPy's `ReductionKernel` gives each *output* value one thread block, so
     a whole-array reduction (one output) runs on a single block of one SM:
