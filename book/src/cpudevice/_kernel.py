@@ -4,12 +4,16 @@
 The model cannot run CUDA C. A kernel keeps its CUDA source (shown by the
 lessons, compiled by NVRTC in the tests) and, when launched, runs the NumPy
 twin registered for its name in `src.twins`, queued on the current stream
-like any kernel. Arguments are checked at the call as CuPy checks them.
+like any kernel. An ``ElementwiseKernel`` or ``ReductionKernel`` with no
+twin runs through `._ctranslate` when its code is plain C (arithmetic, math
+functions, ternaries, casts, local declarations); a registered twin wins.
+A ``RawKernel`` always needs a twin. Arguments are checked at the call as
+CuPy checks them.
 """
 import numpy
 
 from .. import twins
-from . import _core
+from . import _core, _ctranslate
 from ._core import _broadcast_shape, _check_device, _empty, ndarray
 from .cuda.stream import _queue_of
 
@@ -81,6 +85,21 @@ def _resolve_types(in_params, args, out_params=(), outs=()):
     return dtype_of
 
 
+def _twin_or_translation(kernel, translate, dtype_of):
+    """The registered twin of ``kernel``, else its code translated to NumPy
+    for these argument types (cached per type signature)."""
+    try:
+        return twins.lookup(kernel.name)
+    except NotImplementedError:
+        pass
+    params = kernel.in_params + kernel.out_params
+    key = (kernel.name,) + tuple(dtype_of(p) for p in params)
+    fn = kernel._translated.get(key)
+    if fn is None:
+        fn = kernel._translated[key] = translate(kernel, dtype_of)
+    return fn
+
+
 def _host_value(p, a, dtype_of, shape):
     """What the twin receives for argument ``a`` of parameter ``p``."""
     if isinstance(a, ndarray):
@@ -105,6 +124,8 @@ class ElementwiseKernel:
         self.no_return = no_return
         self.return_tuple = return_tuple
         self.options = options
+        self.loop_prep, self.after_loop = loop_prep, after_loop
+        self._translated = {}
 
     def __call__(self, *args, size=None, block_size=None, stream=None):
         if len(args) not in (self.nin, self.nargs):
@@ -135,7 +156,7 @@ class ElementwiseKernel:
         host_in = [_host_value(p, a, dtype_of, shape)
                    for p, a in zip(self.in_params, ins)]
         host_out = [o._a for o in outs]
-        twin = twins.lookup(self.name)
+        twin = _twin_or_translation(self, _ctranslate.elementwise, dtype_of)
         _launch_on(stream, lambda: twin(*host_in, *host_out))
         if self.no_return:
             return None
@@ -158,11 +179,13 @@ class ReductionKernel:
                                       "output per reduction")
         self.nin = len(self.in_params)
         self.map_expr, self.reduce_expr = map_expr, reduce_expr
-        self.post_map_expr, self.identity = post_map_expr, identity
+        self.post_map_expr = post_map_expr
+        self.identity = "" if identity is None else str(identity)
         self.name = name
         self.reduce_type = reduce_type
         self.preamble = preamble
         self.options = options
+        self._translated = {}
 
     def __call__(self, *args, out=None, axis=None, keepdims=False,
                  stream=None):
@@ -187,7 +210,10 @@ class ReductionKernel:
         host_in = [_host_value(p, a, dtype_of, shape)
                    for p, a in zip(self.in_params, args)]
         dst = out._a
-        twin = twins.lookup(self.name)
+        twin = _twin_or_translation(self, _ctranslate.reduction, dtype_of)
+        if out.size and 0 in shape and not self.identity.strip():
+            raise ValueError("zero-size array to reduction operation "
+                             f"{self.name} which has no identity")
 
         def run():
             dst[...] = twin(*host_in, axis=axis, keepdims=keepdims)
