@@ -936,8 +936,10 @@ def reduction(kernel, dtype_of):
             kept = [d for d in range(len(shape)) if d not in axes]
             m = numpy.transpose(m, kept + list(axes))
             kshape = tuple(shape[d] for d in kept)
-            m = m.reshape(kshape + (-1,))
-            n = m.shape[-1]
+            n = 1
+            for d in axes:
+                n *= shape[d]
+            m = m.reshape(kshape + (n,))
             if n == 0:
                 if identity is None:
                     raise ValueError("zero-size array to reduction operation"
