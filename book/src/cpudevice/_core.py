@@ -214,7 +214,11 @@ def _reduce(func, a, axis=None, dtype=None, out=None, keepdims=False,
             **extra):
     """Queue ``func(a, axis=...)`` as one reduction kernel."""
     if _in_fused_body():
-        return func(a, axis=axis, keepdims=keepdims, **extra)
+        _fusing.reduced = True
+        kw = dict(extra)
+        if dtype is not None:
+            kw["dtype"] = dtype
+        return func(a, axis=axis, keepdims=keepdims, **kw)
     if not isinstance(a, ndarray):
         a = asarray(a)
     _check_device([a])
