@@ -232,3 +232,38 @@ def test_profiler_reads_get_elapsed_time_at_the_call():
     with mock.patch.object(cp.cuda, "get_elapsed_time", return_value=2500):
         r = cpx.profiler.benchmark(lambda: None, n_repeat=3, n_warmup=1)
     numpy.testing.assert_array_equal(r.gpu_times, [[2.5, 2.5, 2.5]])
+
+
+# -- profiler units (issue 20): seconds, consistent, bounded by known work -----
+def test_benchmark_times_are_seconds_matching_a_known_host_wait():
+    import time
+    nap = 0.02
+    r = cpx.profiler.benchmark(time.sleep, (nap,), n_repeat=3, n_warmup=0)
+    cpu, gpu = r.cpu_times, r.gpu_times[0]
+    assert cpu.shape == gpu.shape == (3,)
+    assert (cpu >= nap).all() and (cpu < 2.0).all()
+    # the idle device's events are recorded before and after the nap, so the
+    # device interval spans it: about the nap, in seconds, on a GPU too
+    assert (gpu >= 0.5 * nap).all(), gpu
+    assert (gpu <= cpu + 0.05).all(), (gpu, cpu)
+
+
+def test_benchmark_gpu_times_bound_a_known_copy_both_ways():
+    nbytes = 32 << 20
+    src = cpx.empty_pinned(nbytes // 4, numpy.float32)
+    src[...] = 1.0
+    dst = cp.empty(nbytes // 4, cp.float32)
+
+    def copy():
+        dst.set(src)
+        cp.cuda.get_current_stream().synchronize()
+    r = cpx.profiler.benchmark(copy, n_repeat=3, n_warmup=1)
+    cpu, gpu = r.cpu_times, r.gpu_times[0]
+    # 32 MiB takes ~0.7 ms at an H100's 50 GB/s and well under a second on
+    # any CPU: a time in milliseconds or microseconds would miss these bounds
+    assert (gpu > 2e-5).all() and (gpu < 2.0).all(), gpu
+    assert (cpu > 2e-5).all() and (cpu < 2.0).all(), cpu
+    # the function waits for its copy, so host and device intervals agree
+    assert (gpu <= cpu + 0.05).all() and gpu.mean() >= 0.3 * cpu.mean(), \
+        (gpu, cpu)
+    assert str(r).count(" us") >= 2
