@@ -740,7 +740,10 @@ def _host_key(shape, key):
 def _float_to_int(src, dtype):
     """Float to integer as the GPU converts (CuPy's documented result):
     truncate toward zero, NaN gives 0, values beyond the type's range give
-    its min or max (NumPy's result there depends on the CPU)."""
+    its min or max (NumPy's result there depends on the CPU). CuPy's
+    documentation shows it for 32-bit results (``-1.0`` to uint32 is 0,
+    ``inf`` to int32 is 2147483647); 8- and 16-bit results saturate the
+    same way on the model, which a GPU's code for them may not."""
     from ._ctranslate import _saturate_to_int
     return _saturate_to_int(src, dtype)
 
