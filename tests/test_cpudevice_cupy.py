@@ -267,3 +267,27 @@ def test_benchmark_gpu_times_bound_a_known_copy_both_ways():
     assert (gpu <= cpu + 0.05).all() and gpu.mean() >= 0.3 * cpu.mean(), \
         (gpu, cpu)
     assert str(r).count(" us") >= 2
+
+
+def test_more_errors_are_raised_at_the_call():
+    s = cp.cuda.Stream(non_blocking=True)
+    gate = Gate().hold_stream(s)
+    try:
+        with s:
+            x = cp.zeros(3)
+            with pytest.raises(ValueError, match="could not convert"):
+                x.fill("a")                    # converted at the call
+            with pytest.raises(ValueError, match="non-scalar"):
+                x.fill(numpy.ones(2))
+            with pytest.raises(ValueError, match="num<0"):
+                cp.linspace(0, 1, -1)
+            with pytest.raises(TypeError, match="Unsupported type"):
+                cp.where(x > 0, [1, 2, 3], 0)
+            z = cp.ones(3, cp.complex64).astype(cp.int32)   # .real, silently
+    finally:
+        gate.open()
+    s.synchronize()
+    assert z.get().tolist() == [1, 1, 1]
+    i = cp.zeros(2, cp.int32)
+    i.fill(cp.array(2.7))
+    assert i.get().tolist() == [2, 2]

@@ -491,6 +491,8 @@ class ndarray:
         _check_device([self])
         out = _empty(self.shape, dtype, "F" if order == "F" else "C")
         src, dst = self._a, out._a
+        if src.dtype.kind == "c" and dtype.kind != "c":
+            src = src.real              # CuPy takes .real, with no warning
         if src.dtype.kind == "f" and dtype.kind in "iu":
             _launch(lambda: numpy.copyto(dst, _float_to_int(src, dtype)))
         else:
@@ -498,8 +500,23 @@ class ndarray:
         return out
 
     def fill(self, value):
+        """Fill with a scalar; the value is converted at the call, as
+        CuPy converts it (a bad value raises here, not at a later sync)."""
         _check_device([self])
         dst = self._a
+        if isinstance(value, ndarray):
+            if value.shape != ():
+                raise ValueError(
+                    "non-scalar cupy.ndarray cannot be used for fill")
+            _check_device([value])
+            src = value.astype(self.dtype, copy=False)._a
+            _launch(lambda: dst.fill(src[()]))
+            return
+        value = numpy.asarray(value, dtype=self.dtype)
+        if value.shape != ():
+            raise ValueError(
+                "non-scalar numpy.ndarray cannot be used for fill")
+        value = value[()]
         _launch(lambda: dst.fill(value))
 
     def __getitem__(self, key):
@@ -817,6 +834,8 @@ def arange(start, stop=None, step=1, dtype=None):
 
 def linspace(start, stop, num=50, endpoint=True, retstep=False, dtype=None,
              axis=0):
+    if num < 0:
+        raise ValueError("linspace with num<0 is not supported")
     if dtype is None:
         dtype = numpy.float64
     out = _empty((num,), dtype)
