@@ -221,6 +221,17 @@ def test_invalid_c_raises_value_error_at_the_call(op, what):
         k(cp.ones(3, cp.float32))
 
 
+def test_literals_follow_c():
+    k = cp.ElementwiseKernel("T x", "uint32 y", "y = 0x10 + 010 + 1u + x",
+                             "ck_lit")
+    assert k(cp.zeros(1, cp.int32)).get().tolist() == [25]
+    k = cp.ElementwiseKernel("T x", "T y", "y = 3 / 2 + 3 / 2.0f + x",
+                             "ck_lit2")
+    assert k(cp.zeros(1, cp.float32)).get().tolist() == [2.5]
+    k = cp.ElementwiseKernel("T x", "T y", "y = -x", "ck_lit3")
+    assert k(cp.ones(1, cp.uint32)).get().tolist() == [2**32 - 1]
+
+
 def test_translation_is_cached_per_type_signature():
     k = cp.ElementwiseKernel("T x", "T y", "y = x + 1", "ck_cache")
     k(cp.ones(3, cp.float32))

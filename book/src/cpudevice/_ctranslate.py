@@ -54,7 +54,7 @@ Grammar (``*``: repeat, ``?``: optional; the final ``;`` may be omitted)::
                  | unsigned long | long long | unsigned long long | size_t
                  | ptrdiff_t | int8_t ... uint64_t | half | float | double
                  | a kernel's type placeholder (T, U, ...)
-    NUMBER      := C integer (12, 0x1F, 12u, 12L, 12ll) or floating literal
+    NUMBER      := C integer (12, 0x1F, 017, 12u, 12L, 12ll) or floating literal
                    (1.5, 1.5f, 1e-3, .5f)
     NAME        := a parameter, a local, i (the element index, elementwise
                    only), _ind.size(), or a constant: M_PI, M_E, INFINITY,
@@ -454,6 +454,11 @@ def _literal(text):
             raise _Untranslatable("a long double literal")
         return ("num", _F64, numpy.float64(float(t)))
     digits = t.rstrip("ul")
+    if len(digits) > 1 and digits.startswith("0"):         # octal, as in C
+        try:
+            return _int_literal(int(digits, 8), t[len(digits):], hexa=True)
+        except ValueError:
+            raise _Invalid(f"invalid octal literal {text!r}") from None
     return _int_literal(int(digits), t[len(digits):], hexa=False)
 
 
