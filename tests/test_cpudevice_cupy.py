@@ -12,7 +12,7 @@ from modelkit import Gate
 pool = cp.get_default_memory_pool()
 
 
-# -- cupy.fuse with reductions ---------------------------------------------------
+# -- cupy.fuse with reductions ------------------------------------------------
 def test_fuse_reduces_along_an_axis():
     @cp.fuse()
     def colsum(x, y):
@@ -40,7 +40,7 @@ def test_fuse_reduces_along_an_axis():
                                      ((host + 1) * 2).sum(axis=0))
 
 
-# -- integer index arrays wrap -------------------------------------------------------
+# -- integer index arrays wrap ------------------------------------------------
 def test_out_of_bounds_index_arrays_wrap_as_cupy_documents():
     x = cp.asarray(numpy.array([10.0, 11.0, 12.0]))
     assert x[cp.array([5])].get().tolist() == [12.0]
@@ -57,7 +57,7 @@ def test_out_of_bounds_index_arrays_wrap_as_cupy_documents():
         x[5]
 
 
-# -- errors at the call ---------------------------------------------------------------
+# -- errors at the call -------------------------------------------------------
 def test_reductions_without_identity_raise_at_the_call():
     s = cp.cuda.Stream(non_blocking=True)
     gate = Gate().hold_stream(s)              # nothing on s can run yet
@@ -91,7 +91,7 @@ def test_ufunc_refuses_a_python_list_or_none():
     assert (x + numpy.int64(1)).get().tolist() == [1, 2]     # scalars work
 
 
-# -- views ----------------------------------------------------------------------------
+# -- views --------------------------------------------------------------------
 def test_views_point_at_their_offset_and_know_their_base():
     x = cp.arange(10, dtype=cp.float64)
     assert x.base is None
@@ -117,7 +117,7 @@ def test_allocations_are_256_byte_aligned():
     assert cp.empty(0).data.ptr == 0
 
 
-# -- OutOfMemoryError: CuPy's text, exactly ----------------------------------------
+# -- OutOfMemoryError: CuPy's text, exactly -----------------------------------
 def test_out_of_memory_error_text_is_cupys_own():
     cap = cp.cuda.runtime.getDeviceProperties(0)["totalGlobalMem"]
     size = (cap + 1 + 511) // 512 * 512
@@ -142,7 +142,7 @@ def test_out_of_memory_error_text_is_cupys_own():
     assert isinstance(err, MemoryError)
 
 
-# -- RawKernel arguments -------------------------------------------------------------
+# -- RawKernel arguments ------------------------------------------------------
 @pytest.fixture
 def raw_twin():
     from src import twins
@@ -185,7 +185,7 @@ def test_memory_pointer_plus_an_offset():
     assert y.get().tolist() == [2.0, 3.0, 4.0, 5.0]
 
 
-# -- float to int casts -------------------------------------------------------------
+# -- float to int casts -------------------------------------------------------
 def test_float_to_int_astype_follows_cupys_documented_results():
     # docs.cupy.dev "Differences between CuPy and NumPy", cast behaviour:
     # cupy.array([-1.]).astype(uint32) is 0, inf to int32 is 2147483647.
@@ -206,7 +206,7 @@ def test_float_to_int_astype_follows_cupys_documented_results():
         cp.int32).get().tolist() == [2**31 - 1]
 
 
-# -- cupyx -------------------------------------------------------------------------------
+# -- cupyx --------------------------------------------------------------------
 def test_empty_like_pinned_keeps_layouts_and_refuses_subok():
     f = numpy.zeros((3, 4), order="F")
     assert cpx.empty_like_pinned(f).flags.f_contiguous
@@ -219,7 +219,8 @@ def test_empty_like_pinned_keeps_layouts_and_refuses_subok():
     assert cpx.zeros_like_pinned(f).flags.f_contiguous
     assert cpx.empty_like_pinned(f, shape=(5,)).shape == (5,)
     assert cpx.empty_like_pinned(f, dtype=numpy.int8).dtype == numpy.int8
-    assert cpx.empty_like_pinned(cp.zeros((3, 4), order="F")).flags.f_contiguous
+    d = cp.zeros((3, 4), order="F")
+    assert cpx.empty_like_pinned(d).flags.f_contiguous
     for subok in (True, False):
         with pytest.raises(TypeError, match="subok is not supported"):
             cpx.empty_like_pinned(f, subok=subok)
@@ -234,7 +235,7 @@ def test_profiler_reads_get_elapsed_time_at_the_call():
     numpy.testing.assert_array_equal(r.gpu_times, [[2.5, 2.5, 2.5]])
 
 
-# -- profiler units (issue 20): seconds, consistent, bounded by known work -----
+# -- profiler units (issue 20): seconds, consistent, bounded by known work ----
 def test_benchmark_times_are_seconds_matching_a_known_host_wait():
     import time
     nap = 0.02

@@ -54,8 +54,8 @@ Grammar (``*``: repeat, ``?``: optional; the final ``;`` may be omitted)::
                  | unsigned long | long long | unsigned long long | size_t
                  | ptrdiff_t | int8_t ... uint64_t | half | float | double
                  | a kernel's type placeholder (T, U, ...)
-    NUMBER      := C integer (12, 0x1F, 017, 12u, 12L, 12ll) or floating literal
-                   (1.5, 1.5f, 1e-3, .5f)
+    NUMBER      := C integer (12, 0x1F, 017, 12u, 12L, 12ll) or floating
+                   literal (1.5, 1.5f, 1e-3, .5f)
     NAME        := a parameter, a local, i (the element index, elementwise
                    only), _ind.size(), or a constant: M_PI, M_E, INFINITY,
                    NAN, CUDART_INF_F, CUDART_INF, CUDART_NAN_F, CUDART_NAN,
@@ -123,7 +123,7 @@ def _tokenize(text):
     return out
 
 
-# -- C types ----------------------------------------------------------------------
+# -- C types ------------------------------------------------------------------
 _D = numpy.dtype
 _TYPES = {
     "bool": _D("bool"), "char": _D("int8"), "signed char": _D("int8"),
@@ -208,7 +208,7 @@ def _convert(v, src, dst):
     return numpy.asarray(v).astype(dst)
 
 
-# -- parser -------------------------------------------------------------------------
+# -- parser -------------------------------------------------------------------
 class _Parser:
     """Recursive descent over the token list; builds tuples (see _compile)."""
 
@@ -241,9 +241,9 @@ class _Parser:
             raise _Untranslatable(_UNSUPPORTED_WORDS[val])
         if val in ("#", '"', "'", "->", "::", "."):
             raise _Untranslatable(f"the token {val!r}")
-        raise _Untranslatable(
-            f"{what} at {' '.join(v for _, v in self.toks[self.i:self.i + 6])!r}"
-            if val else f"{what} at the end")
+        near = " ".join(v for _, v in self.toks[self.i:self.i + 6])
+        raise _Untranslatable(f"{what} at {near!r}" if val
+                              else f"{what} at the end")
 
     # types
     def at_type(self, k=0):
@@ -476,7 +476,7 @@ def _int_literal(v, suffix, hexa):
     raise _Invalid(f"integer literal {v} is too large")
 
 
-# -- functions and constants --------------------------------------------------------
+# -- functions and constants --------------------------------------------------
 def _round_half_away(x):
     t = numpy.trunc(x)
     return t + numpy.where(numpy.abs(x - t) >= 0.5, numpy.sign(x), 0)
@@ -535,7 +535,7 @@ _CONSTANTS = {
 }
 
 
-# -- compiler: AST + types -> closures over an environment --------------------------
+# -- compiler: AST + types -> closures over an environment --------------------
 class _Sym:
     __slots__ = ("dtype", "kind")
 
@@ -787,7 +787,7 @@ _BINARY = {"+": numpy.add, "-": numpy.subtract, "*": numpy.multiply,
            "!=": numpy.not_equal}
 
 
-# -- the two kernel kinds -------------------------------------------------------------
+# -- the two kernel kinds -----------------------------------------------------
 _parsed = {}
 
 
