@@ -99,3 +99,15 @@ def test_the_pool_takes_no_memory_for_them():
     assert p.ptr == 0 and p.mem.size == 0
     x = cp.empty(100)             # and ordinary allocations go on as before
     assert pool.used_bytes() == used + 1024 and x.data.ptr % 256 == 0
+
+
+def test_mean_var_std_of_nothing_are_nan_without_a_warning():
+    # CuPy's kernels divide by zero; NumPy would also warn (an error here)
+    assert numpy.isnan(float(cp.empty(0).mean()))
+    assert numpy.isnan(cp.zeros((0, 3)).mean(axis=0).get()).all()
+    assert numpy.isnan(cp.zeros((2, 0)).var(axis=1).get()).all()
+    assert numpy.isnan(float(cp.empty(0, cp.float32).std()))
+    assert cp.empty(0, cp.float32).mean().dtype == numpy.float32
+    assert numpy.isnan(float(cp.ones(1).var(ddof=1)))
+    assert float(cp.arange(4.0).std(ddof=4)) == numpy.inf
+    assert float(cp.arange(5.0).var()) == 2.0

@@ -238,21 +238,48 @@ def _reduce(func, a, axis=None, dtype=None, out=None, keepdims=False,
     rdt = _dtype_cache.get(key)
     if rdt is None:
         with numpy.errstate(all="ignore"):
-            rdt = numpy.asarray(func(numpy.ones(2, a.dtype), **kw)).dtype
+            probe = {k: v for k, v in kw.items() if k != "ddof"}
+            rdt = numpy.asarray(func(numpy.ones(2, a.dtype), **probe)).dtype
         _dtype_cache[key] = rdt
     if out is None:
         out = _empty(shape, rdt)
     elif out.shape != shape:
         raise ValueError(f"Out shape is mismatched: {out.shape} != {shape}")
     src, dst = a._a, out._a
+    n = a.size // max(math.prod(_reduced_shape(a.shape, axis, False)), 1) \
+        if a.size else math.prod(a.shape[d] for d in (
+            range(a.ndim) if axis is None
+            else normalize_axis_tuple(axis, a.ndim)))
     if func in (numpy.argmax, numpy.argmin):
         def run():
             dst[...] = func(src, axis=axis, keepdims=keepdims)
+    elif func in (numpy.mean, numpy.var, numpy.std) and \
+            n - extra.get("ddof", 0) <= 0:
+        def run():          # 0/0 is NaN, x/0 inf: CuPy's result, no warning
+            _moments_no_warning(func, src, dst, axis, n,
+                                extra.get("ddof", 0), kw.get("dtype"))
     else:
         def run():
             func(src, axis=axis, out=dst, keepdims=keepdims, **kw)
     _launch(run)
     return out
+
+
+def _moments_no_warning(func, src, dst, axis, n, ddof, dtype):
+    """mean/var/std over ``n`` <= ``ddof`` elements: what CuPy's kernels
+    compute (a division by zero), where NumPy would also warn."""
+    with numpy.errstate(all="ignore"):
+        if dtype is None:
+            dtype = dst.dtype
+        m = numpy.sum(src, axis=axis, keepdims=True, dtype=dtype) / \
+            dst.dtype.type(n)
+        if func is not numpy.mean:
+            d = numpy.abs(src - m) ** 2
+            m = numpy.sum(d, axis=axis, keepdims=True, dtype=dtype) / \
+                dst.dtype.type(max(n - ddof, 0))
+            if func is numpy.std:
+                m = numpy.sqrt(m)
+        dst[...] = m.reshape(dst.shape)
 
 
 def _matmul_shape(a, b, name):
