@@ -246,10 +246,9 @@ def _reduce(func, a, axis=None, dtype=None, out=None, keepdims=False,
     elif out.shape != shape:
         raise ValueError(f"Out shape is mismatched: {out.shape} != {shape}")
     src, dst = a._a, out._a
-    n = a.size // max(math.prod(_reduced_shape(a.shape, axis, False)), 1) \
-        if a.size else math.prod(a.shape[d] for d in (
-            range(a.ndim) if axis is None
-            else normalize_axis_tuple(axis, a.ndim)))
+    n = math.prod(a.shape[d] for d in (       # elements per reduction
+        range(a.ndim) if axis is None else normalize_axis_tuple(axis,
+                                                                a.ndim)))
     if func in (numpy.argmax, numpy.argmin):
         def run():
             dst[...] = func(src, axis=axis, keepdims=keepdims)
