@@ -19,8 +19,8 @@ NumPy operations that follow CUDA C's rules:
   declaration) truncates toward zero and saturates as the GPU's ``cvt.rzi``
   does: NaN gives 0, values beyond the type's range give its min or max;
 * the math functions follow CUDA's C++ overloads: ``sinf(x)`` is float,
-  ``sin(x)`` has the type of ``x`` (float for float, double for double and
-  integers), ``min``/``max`` take the usual conversions of their arguments
+  ``sin(x)`` has the type of ``x`` (float for float and half, double for
+  double and integers), ``min``/``max`` take the usual conversions of their arguments
   (``fminf``/``fmaxf`` for floating point: a NaN argument is ignored).
   Results agree with the GPU's to within each function's ULP error, not
   bit for bit.
@@ -184,10 +184,12 @@ def _usual(a, b):
 
 def _saturate_to_int(v, dt):
     """Float to integer as the GPU converts: truncate, NaN to 0, saturate."""
-    v = numpy.asarray(v, numpy.float64)
+    v = numpy.asarray(v)
+    if v.dtype.itemsize < 4:
+        v = v.astype(numpy.float32)
     info = numpy.iinfo(dt)
-    hi = float(info.max) + 1.0        # a power of two: exact in float64
-    lo = float(info.min)
+    hi = v.dtype.type(float(info.max) + 1.0)   # powers of two: exact in
+    lo = v.dtype.type(float(info.min))         # float32 and float64
     with numpy.errstate(invalid="ignore"):
         t = numpy.trunc(v)
         ok = (t >= lo) & (t < hi)
