@@ -9,7 +9,7 @@ like any kernel. Arguments are checked at the call as CuPy checks them.
 import numpy
 
 from .. import twins
-from . import _core
+from . import _core, _hardware
 from ._core import _broadcast_shape, _check_device, _empty, ndarray
 from .cuda.stream import _queue_of
 
@@ -45,9 +45,18 @@ def _parse(params):
     return tuple(_Param(p) for p in params.split(",") if p.strip())
 
 
-def _launch_on(stream, fn):
+def _launch_on(stream, fn, name=None, nbytes=0, items=0, twin=None):
+    """Queue kernel ``name`` on ``stream``: its first launch on the device
+    loads its module (the host waits); its device time is the profile's
+    cost for ``nbytes`` moved over ``items`` elements. A twin registered
+    with ``real_time=True`` (work that waits on the host) also takes as
+    long as it really runs."""
     q = _queue_of(stream)
-    q.submit(fn, q.dev.compute)
+    if name is not None and q.capture is None:
+        q.dev.load_module(name)
+    q.submit(fn, q.dev.compute,
+             cost=_hardware.profile.kernel_cost(nbytes, 0, items, name),
+             real=getattr(twin, "real_time", False))
 
 
 def _resolve_types(in_params, args, out_params=(), outs=()):
@@ -136,7 +145,9 @@ class ElementwiseKernel:
                    for p, a in zip(self.in_params, ins)]
         host_out = [o._a for o in outs]
         twin = twins.lookup(self.name)
-        _launch_on(stream, lambda: twin(*host_in, *host_out))
+        _launch_on(stream, lambda: twin(*host_in, *host_out), self.name,
+                   _core._nbytes(ins) + sum(o.nbytes for o in host_out),
+                   _core.math.prod(shape), twin)
         if self.no_return:
             return None
         if self.nout == 1 and not self.return_tuple:
@@ -191,7 +202,9 @@ class ReductionKernel:
 
         def run():
             dst[...] = twin(*host_in, axis=axis, keepdims=keepdims)
-        _launch_on(stream, run)
+        _launch_on(stream, run, self.name,
+                   _core._nbytes(args) + dst.nbytes, _core.math.prod(shape),
+                   twin)
         return out
 
 
@@ -221,8 +234,10 @@ class RawKernel:
                      and a.flags.c_contiguous else
                      a._a if isinstance(a, ndarray) else a for a in args)
         twin = twins.lookup(self.name)
+        threads = _core.math.prod(grid) * _core.math.prod(block)
         _launch_on(stream, lambda: twin(grid, block, host,
-                                      shared_mem=shared_mem))
+                                      shared_mem=shared_mem), self.name,
+                   _core._nbytes(args), threads, twin)
 
 
 # -- cupy.fuse -----------------------------------------------------------------
