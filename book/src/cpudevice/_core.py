@@ -331,6 +331,15 @@ def _h2d(dst, src, stream=None, sync=True):
         return q.submit(lambda: numpy.copyto(dst, src), q.dev.h2d,
                         cost=cost)
     t0 = _hardware.clock()
+    if sync:
+        # The host is held until the copy is done, so ``src`` cannot change
+        # meanwhile: one real copy stands for the staging and the DMA,
+        # while the device clock counts both.
+        _stage(src.nbytes, t0)
+        item = q.submit(lambda: numpy.copyto(dst, src), q.dev.h2d,
+                        cost=cost)
+        q.host_wait(item)
+        return item
     buf = _staging.take(src.nbytes)
     stage = _as_bytes_view(buf, src)
     numpy.copyto(stage, src)
@@ -339,10 +348,7 @@ def _h2d(dst, src, stream=None, sync=True):
     def copy():
         numpy.copyto(dst, stage)
         _staging.give(buf)
-    item = q.submit(copy, q.dev.h2d, cost=cost)
-    if sync:
-        q.host_wait(item)
-    return item
+    return q.submit(copy, q.dev.h2d, cost=cost)
 
 
 def _d2h(out, src, stream=None, blocking=True):

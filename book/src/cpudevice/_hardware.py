@@ -103,6 +103,25 @@ class Profile:
         self.kernels = {name: dict(v) for name, v in
                         data.get("kernels", {}).items()}
 
+    def scaled(self, time=1.0, copies=1.0):
+        """This profile with every device cost ``time`` times as long (all
+        ratios kept) and copies ``copies`` times as fast."""
+        data = json.loads(json.dumps(self.data))
+        host, kern, copy = data["host"], data["kernel"], data["copy"]
+        host["pageable_stage_gbps"] /= time
+        kern["launch_us"] *= time
+        kern["graph_launch_us"] = kern.get("graph_launch_us",
+                                           kern["launch_us"] / time) * time
+        kern["memory_gbps"] /= time
+        kern["flops_tflops"] /= time
+        copy["latency_us"] *= time / copies
+        copy["h2d_pinned_gbps"] *= copies / time
+        copy["d2h_pinned_gbps"] *= copies / time
+        host["pageable_stage_gbps"] *= copies
+        for own in data.get("kernels", {}).values():
+            own["ns_per_item"] *= time
+        return Profile(data, self.path)
+
     @classmethod
     def load(cls, path=None):
         path = path or os.environ.get("BOOK_CPU_PROFILE") or DEFAULT_PROFILE
@@ -148,7 +167,7 @@ def set_profile(new):
     return old
 
 
-# -- the device clock -----------------------------------------------------------
+# -- the device clock ---------------------------------------------------------
 def clock():
     """The device clock, in seconds: the host's ``time.perf_counter``."""
     return time.perf_counter()
@@ -162,7 +181,7 @@ def sleep_until(t):
         d = t - clock()
 
 
-# -- engines ---------------------------------------------------------------------
+# -- engines ------------------------------------------------------------------
 _KEEP = 512         # busy intervals an engine remembers
 
 
@@ -178,9 +197,16 @@ class Engine:
     def __init__(self, name):
         self.name = name
         self.lock = threading.Lock()
+        self.freed = threading.Condition(self.lock)
         self.starts = []
         self.ends = []
         self.running = 0        # operations whose real work runs now
+        self.held = 0           # real-time operations issued, not yet run
+
+    def wait_free(self):
+        """Wait (really) until no real-time operation holds the engine."""
+        with self.freed:
+            self.freed.wait_for(lambda: self.held == 0)
 
     def place(self, ready, duration):
         with self.lock:
@@ -203,10 +229,10 @@ class Engine:
 
     def locked(self):
         """True while an operation on this engine is really running."""
-        return self.running > 0
+        return self.running > 0 or self.held > 0
 
 
-# -- one device ----------------------------------------------------------------------
+# -- one device ---------------------------------------------------------------
 class DeviceState:
     """What one device owns: memory, engines, its legacy null queue."""
 
@@ -259,7 +285,9 @@ class DeviceState:
         if name in self.loaded:
             return
         self.loaded.add(name)
-        busy_until = max((q.tail for q in self.queues()), default=0.0)
+        busy_until = max((q.last.end for q in self.queues()
+                          if q.last is not None and q.last.end is not None),
+                         default=0.0)
         sleep_until(max(clock(), busy_until) + profile.module_load_s)
 
 
@@ -286,7 +314,7 @@ def initialized(device_id):
     return device_id in _states
 
 
-# -- queues and their workers ------------------------------------------------------
+# -- queues and their workers -------------------------------------------------
 _IDLE_S = 1.0          # a worker with nothing to do for this long exits
 _LAUNCH_BLOCKING = os.environ.get("CUDA_LAUNCH_BLOCKING", "0") == "1"
 _all_queues = weakref.WeakSet()
@@ -369,15 +397,22 @@ class Queue:
         legacy = self._legacy_deps()
         if legacy:
             item.deps = list(deps) + legacy
+        if real and engine is not None:
+            with engine.lock:
+                engine.held += 1        # the engine is its until it has run
+        else:
+            self._book(item)
         with self.cv:
             if self.closed:
                 raise RuntimeError(f"{self.name} stream has been destroyed")
-            if self.fatal is not None:
-                raise WorkerError(f"the worker of the {self.name} stream "
-                                  "failed earlier") from self.fatal
             self.enqueued += 1
             item.seq = self.enqueued
             self.last = item
+            if self.fatal is not None:      # lost: the next wait says so
+                item.fn = item.deps = None
+                item.start = item.end = item.issued
+                self.completed = item.seq
+                return item
             self.items.append(item)
             if self.thread is None:
                 self.thread = threading.Thread(
@@ -389,6 +424,28 @@ class Queue:
         if _LAUNCH_BLOCKING:
             self.host_wait(item)
         return item
+
+    def _book(self, item):
+        """Give ``item`` its modelled start and end now, in issue order, when
+        everything it follows has known times; otherwise its worker does,
+        when it gets to it (after a host function, whose duration is real).
+        Booking in issue order keeps the schedule independent of the order
+        in which the workers really get through their work."""
+        if item.kind == HOST or (item.engine is not None
+                                 and item.engine.held):
+            return
+        ready = item.issued
+        prev = self.last
+        if prev is not None:
+            if prev.end is None:
+                return
+            ready = max(ready, prev.end)
+        for dep in item.deps or ():
+            if dep.end is None:
+                return
+            ready = max(ready, dep.end)
+        item.start = ready
+        item.end = self._schedule(item, ready)
 
     def _legacy_deps(self):
         dev = self.dev
@@ -466,7 +523,7 @@ class Queue:
         return self.completed >= item
 
     def close(self):
-        """Destroy the queue: its worker finishes what is queued, then exits."""
+        """Destroy the queue: its worker finishes its work, then exits."""
         self.dev.blocking_queues.discard(self)
         with self.cv:
             self.closed = True
@@ -479,6 +536,8 @@ class Queue:
         except BaseException as e:      # the model's own failure
             with self.cv:
                 self.fatal = e
+                for item in self.items:
+                    self._release(item)
                 self.items.clear()
                 self.completed = self.enqueued
                 self.thread = None
@@ -505,14 +564,18 @@ class Queue:
                     dq.wait_done(dep.seq)
                 if dep.end is not None and dep.end > ready:
                     ready = dep.end
-            item.start = ready
-            if item.kind == HOST or item.real:
-                end = self._run_timed(item, ready)
-            else:
-                end = self._schedule(item, ready)
+            if item.end is not None:            # booked when issued
                 self._call(item.fn, item.engine)
-            item.end = end
-            self.tail = end
+            elif item.kind == HOST or item.real:
+                item.start = ready
+                item.end = self._run_timed(item, ready)
+            else:
+                if item.engine is not None and item.engine.held:
+                    item.engine.wait_free()
+                item.start = ready
+                item.end = self._schedule(item, ready)
+                self._call(item.fn, item.engine)
+            self.tail = item.end
             item.fn = item.deps = None      # keep no buffer of it alive
             self.completed = item.seq
             # Wake the host only when an item it waits for is done: a wake-up
@@ -541,18 +604,31 @@ class Queue:
             self._call(item.fn, None)
             return max(ready + item.latency + item.work + clock() - t0,
                        clock())
-        with engine.lock:           # the engine is held meanwhile
+        try:
             self._call(item.fn, engine)
             t1 = clock()
-            begin = ready + (item.latency if item.kind == KERNEL else 0.0)
-            if engine.ends:
-                begin = max(begin, engine.ends[-1])
-            end = max(begin + max(item.work, t1 - t0), t1)
-            engine.starts.append(begin)
-            engine.ends.append(end)
-            if len(engine.starts) > _KEEP:
-                del engine.starts[0], engine.ends[0]
-            return end
+            with engine.lock:
+                begin = ready + (item.latency if item.kind == KERNEL
+                                 else 0.0)
+                if engine.ends:
+                    begin = max(begin, engine.ends[-1])
+                end = max(begin + max(item.work, t1 - t0), t1)
+                engine.starts.append(begin)
+                engine.ends.append(end)
+                if len(engine.starts) > _KEEP:
+                    del engine.starts[0], engine.ends[0]
+        finally:
+            self._release(item)
+        return end
+
+    @staticmethod
+    def _release(item):
+        """A real-time item has run (or never will): free its engine."""
+        engine = item.engine
+        if item.real and engine is not None:
+            with engine.lock:
+                engine.held -= 1
+                engine.freed.notify_all()
 
     def _call(self, fn, engine):
         if engine is not None:
