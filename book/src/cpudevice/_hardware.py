@@ -120,6 +120,8 @@ class Profile:
         host["pageable_stage_gbps"] *= copies
         for own in data.get("kernels", {}).values():
             own["ns_per_item"] *= time
+            if "ns_per_step" in own:
+                own["ns_per_step"] *= time
         return Profile(data, self.path)
 
     @classmethod
@@ -129,13 +131,18 @@ class Profile:
             return cls(json.load(f), path)
 
     # -- the cost model (seconds of device time) --
-    def kernel_cost(self, nbytes=0, flops=0, items=0, name=None):
+    def kernel_cost(self, nbytes=0, flops=0, items=0, name=None, steps=1):
         """``(latency, work)`` of a kernel moving ``nbytes`` bytes, doing
-        ``flops`` operations over ``items`` elements."""
+        ``flops`` operations over ``items`` elements. A kernel the profile
+        lists has its own rate: ``ns_per_item`` for each element and each
+        of its ``steps`` (a loop inside the kernel, whose length its
+        argument named ``per`` gives), and at least ``ns_per_step`` for
+        each step (a chain of dependent operations)."""
         work = max(nbytes / self.memory_bps, flops / self.flops)
         own = self.kernels.get(name) if name is not None else None
         if own is not None and items:
-            work = max(work, items * own["ns_per_item"] * 1e-9)
+            ns = max(items * own["ns_per_item"], own.get("ns_per_step", 0))
+            work = max(work, steps * ns * 1e-9)
         return self.launch_s, work
 
     def copy_cost(self, nbytes, direction):
@@ -447,15 +454,25 @@ class Queue:
         item.start = ready
         item.end = self._schedule(item, ready)
 
+    def pending(self):
+        """The last item, while it has not finished (really, or on the
+        device clock); else None."""
+        last = self.last
+        if last is None or (self.completed >= last.seq and
+                            last.end is not None and last.end <= clock()):
+            return None
+        return last
+
     def _legacy_deps(self):
         dev = self.dev
         if self.legacy:
-            return [q.last for q in list(dev.blocking_queues)
-                    if q.enqueued > q.completed]
+            return [last for last in (q.pending() for q in
+                                      list(dev.blocking_queues))
+                    if last is not None]
         if self.blocking and dev._null is not None:
-            null = dev._null
-            if null.enqueued > null.completed:
-                return [null.last]
+            last = dev._null.pending()
+            if last is not None:
+                return [last]
         return []
 
     def check_not_capturing(self, what="synchronize"):

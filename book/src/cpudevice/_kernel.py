@@ -45,7 +45,21 @@ def _parse(params):
     return tuple(_Param(p) for p in params.split(",") if p.strip())
 
 
-def _launch_on(stream, fn, name=None, nbytes=0, items=0, twin=None):
+def _steps(name, params, args):
+    """How many steps a kernel loops over, for a kernel the profile gives a
+    rate per step: the largest value of its argument named ``per``."""
+    own = _hardware.profile.kernels.get(name)
+    per = own.get("per") if own else None
+    for p, a in zip(params, args):
+        if p.name == per:
+            a = a._a if isinstance(a, ndarray) else a
+            return max(int(numpy.max(a, initial=0)), 0) if numpy.size(a) \
+                else 0
+    return 1
+
+
+def _launch_on(stream, fn, name=None, nbytes=0, items=0, twin=None,
+               steps=1):
     """Queue kernel ``name`` on ``stream``: its first launch on the device
     loads its module (the host waits); its device time is the profile's
     cost for ``nbytes`` moved over ``items`` elements. A twin registered
@@ -55,7 +69,8 @@ def _launch_on(stream, fn, name=None, nbytes=0, items=0, twin=None):
     if name is not None and q.capture is None:
         q.dev.load_module(name)
     q.submit(fn, q.dev.compute,
-             cost=_hardware.profile.kernel_cost(nbytes, 0, items, name),
+             cost=_hardware.profile.kernel_cost(nbytes, 0, items, name,
+                                                steps),
              real=getattr(twin, "real_time", False))
 
 
@@ -147,7 +162,8 @@ class ElementwiseKernel:
         twin = twins.lookup(self.name)
         _launch_on(stream, lambda: twin(*host_in, *host_out), self.name,
                    _core._nbytes(ins) + sum(o.nbytes for o in host_out),
-                   _core.math.prod(shape), twin)
+                   _core.math.prod(shape), twin,
+                   _steps(self.name, self.in_params, ins))
         if self.no_return:
             return None
         if self.nout == 1 and not self.return_tuple:
