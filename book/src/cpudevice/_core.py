@@ -334,10 +334,10 @@ def _h2d(dst, src, stream=None, sync=True):
     if sync:
         # The host is held until the copy is done, so ``src`` cannot change
         # meanwhile: one real copy stands for the staging and the DMA,
-        # while the device clock counts both.
-        _stage(src.nbytes, t0)
+        # while the device clock counts both, one after the other.
+        staged = t0 + _hardware.profile.stage_cost(src.nbytes)
         item = q.submit(lambda: numpy.copyto(dst, src), q.dev.h2d,
-                        cost=cost)
+                        cost=cost, issued=staged)
         q.host_wait(item)
         return item
     buf = _staging.take(src.nbytes)
@@ -796,7 +796,9 @@ def array(obj, dtype=None, copy=True, order="K", subok=False, ndmin=0, *,
     if ndmin > host.ndim:
         host = host.reshape((1,) * (ndmin - host.ndim) + host.shape)
     out = _empty(host.shape, host.dtype, "F" if order == "F" else "C")
-    item = _h2d(out._a, host, sync=False)   # CuPy stages in pinned memory
+    # CuPy stages the data in pinned memory and copies it asynchronously;
+    # when it then waits for the copy, that is the driver's synchronous path
+    item = _h2d(out._a, host, sync=blocking)
     if blocking:
         _queue_of(None).host_wait(item)
     return out

@@ -381,14 +381,15 @@ class Queue:
 
     # -- host side ---------------------------------------------------------
     def submit(self, fn, engine=None, deps=(), cost=None, kind=None,
-               real=False):
+               real=False, issued=None):
         """Queue ``fn`` to run on ``engine`` after ``deps`` (items of other
         queues), costing ``cost = (latency, work)`` seconds of device time;
         return its `Item` (None while capturing). ``kind`` is "kernel",
         "copy", "host" (a host function: its real duration is its device
         time) or "mark" (an event: no time). ``real=True`` makes the real
         duration of ``fn`` count as well (an operation that waits on the
-        host)."""
+        host). ``issued`` is when the device gets it, if later than now
+        (after the host has staged its data, say)."""
         if kind is None:
             kind = (MARK if engine is None else
                     KERNEL if engine is self.dev.compute else COPY)
@@ -396,6 +397,8 @@ class Queue:
             cost = ((profile.launch_s if kind == KERNEL else
                      profile.copy_latency_s if kind == COPY else 0.0), 0.0)
         item = Item(self, kind, engine, fn, deps, cost[0], cost[1], real)
+        if issued is not None and issued > item.issued:
+            item.issued = issued
         if self.capture is not None:
             if deps:
                 self._invalidate_capture("cross-stream dependencies")
