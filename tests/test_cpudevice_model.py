@@ -7,6 +7,7 @@ long (`Profile.scaled`): that keeps every ratio of the model, and makes the
 modelled times dominate both the host's time to issue the work and this
 machine's real work, so the tests read the model, not the machine's load.
 """
+import gc
 import os
 import subprocess
 import sys
@@ -34,14 +35,30 @@ def within_2x(value, reference):
     return reference / 2 <= value <= reference * 2
 
 
+_ARENA = []
+
+
+def arena():
+    """A stream of the tests' own: the pool caches the blocks of arrays
+    made on it for it alone, so that they are never handed to a later
+    test's allocation on the default stream (which counts device memory),
+    nor returned to the C library (which counts host memory)."""
+    if not _ARENA:
+        _ARENA.append(cp.cuda.Stream(non_blocking=True))
+    return _ARENA[0]
+
+
+def empty(n):
+    """A float32 device array, cached in `arena`'s pool."""
+    with arena():
+        return cp.empty(n, cp.float32)
+
+
 @pytest.fixture(autouse=True)
 def release_memory():
-    """Leave the pools as found: later tests count device memory."""
+    """Leave the pinned pool as found."""
     yield
-    import gc
-    gc.collect()
     cp.cuda.Device().synchronize()
-    cp.get_default_memory_pool().free_all_blocks()
     cp.get_default_pinned_memory_pool().free_all_blocks()
 
 
@@ -100,7 +117,7 @@ def test_device_time_follows_the_cost_model(profile):
     prof = _hardware.profile
     s = cp.cuda.Stream(non_blocking=True)
     host = cpx.zeros_pinned(1 << 20, np.float32)
-    dev = cp.empty(1 << 20, cp.float32)
+    dev = empty(1 << 20)
     ms = event_ms(s, lambda: dev.set(host, stream=s))
     lat, work = prof.copy_cost(host.nbytes, "H2D")
     assert (lat + work) * 1e3 <= ms < (lat + work) * 1e3 + 2
@@ -113,7 +130,7 @@ def test_pinned_against_pageable_h2d_bandwidth(profile):
     s = cp.cuda.Stream(non_blocking=True)
     pageable = np.ones(1 << 18, np.float32)             # 1 MiB
     pinned = cpx.empty_like_pinned(pageable)
-    dev = cp.empty(pageable.size, cp.float32)
+    dev = empty(pageable.size)
     t_pin = event_ms(s, lambda: dev.set(pinned, stream=s))
     t_page = event_ms(s, lambda: dev.set(pageable, stream=s))
     assert within_2x(t_page / t_pin, H100["pinned_pageable"])
@@ -123,8 +140,8 @@ def test_pinned_against_pageable_h2d_bandwidth(profile):
 def test_a_copy_against_an_elementwise_kernel_on_the_same_array(profile):
     profile()
     s = cp.cuda.Stream(non_blocking=True)
-    host = cpx.zeros_pinned(1 << 22, np.float32)        # 16 MiB
-    dev = cp.empty(host.size, cp.float32)
+    host = cpx.zeros_pinned(1 << 21, np.float32)        # 8 MiB
+    dev = empty(host.size)
     t_copy = event_ms(s, lambda: dev.set(host, stream=s))
 
     def add_one():
@@ -139,7 +156,7 @@ def overlap_demo(versions=("sequential", "v1", "v2"), repeat=3):
     of ``repeat`` runs of each version, in ms."""
     chunk, n_streams = 4 * 1024 * 256, 4
     a = cpx.zeros_pinned(chunk * n_streams, dtype=np.float32)
-    d_a = cp.empty(a.size, dtype=cp.float32)
+    d_a = empty(a.size)
     streams = [cp.cuda.Stream(non_blocking=True) for _ in range(n_streams)]
     ms = {v: float("inf") for v in versions}
     for v in [v for v in versions for _ in range(repeat)]:
@@ -193,9 +210,10 @@ def test_non_blocking_alone_frees_the_host_little_for_pageable_memory(
         times = []
         for _ in range(4):
             cp.cuda.Device().synchronize()
-            t0 = _hardware.clock()
-            cp.asarray(pageable, blocking=blocking)
-            times.append(_hardware.clock() - t0)
+            with arena():
+                t0 = _hardware.clock()
+                cp.asarray(pageable, blocking=blocking)
+                times.append(_hardware.clock() - t0)
         return min(times[1:])
     ratio = blocked(False) / blocked(True)
     assert within_2x(ratio, H100["pageable_nb_b"]) and ratio < 1
@@ -206,7 +224,7 @@ def test_two_copies_in_one_direction_take_turns_on_its_engine(profile):
     profile()
     a, b = (cp.cuda.Stream(non_blocking=True) for _ in range(2))
     host = cpx.zeros_pinned(1 << 18, np.float32)
-    x, y = cp.empty(host.size, cp.float32), cp.empty(host.size, cp.float32)
+    x, y = empty(host.size), empty(host.size)
     tl = Timeline([a, b])
     with tl.op(a, "H2D"):
         x.set(host, stream=a)
@@ -225,7 +243,7 @@ def test_the_null_stream_waits_for_blocking_streams_on_the_device_clock(
     profile()
     s = cp.cuda.Stream(non_blocking=non_blocking)
     host = cpx.zeros_pinned(1 << 20, np.float32)        # 4 MiB: ~8 ms
-    dev = cp.empty(host.size, cp.float32)
+    dev = empty(host.size)
     start = s.record()
     dev.set(host, stream=s)
     copied = s.record()
@@ -242,7 +260,8 @@ def test_small_kernels_on_different_streams_overlap(profile):
     kernels take about as long as one."""
     profile()
     streams = [cp.cuda.Stream(non_blocking=True) for _ in range(2)]
-    xs = [cp.zeros(8, cp.float32) for _ in streams]
+    with arena():
+        xs = [cp.zeros(8, cp.float32) for _ in streams]
     gate = Gate().hold_stream(streams[0])
     origin = streams[0].record()
     streams[1].wait_event(origin)
@@ -264,7 +283,7 @@ def test_a_host_wait_returns_at_the_modelled_end_without_spinning(profile):
     profile()
     s = cp.cuda.Stream(non_blocking=True)
     host = cpx.zeros_pinned(1 << 20, np.float32)        # 4 MiB: ~8 ms
-    dev = cp.empty(host.size, cp.float32)
+    dev = empty(host.size)
     cpu0, t0 = time.process_time(), _hardware.clock()
     dev.set(host, stream=s)
     end = s.record()
@@ -294,3 +313,5 @@ def test_a_failure_in_a_workers_bookkeeping_surfaces_at_the_next_wait(
     monkeypatch.setattr(time, "perf_counter", real)
     with pytest.raises(_hardware.WorkerError):
         s.synchronize()                         # and at every later wait
+    del s, event                    # the broken stream goes away
+    gc.collect()
