@@ -123,6 +123,30 @@ def test_device_time_follows_the_cost_model(profile):
     assert (lat + work) * 1e3 <= ms < (lat + work) * 1e3 + 2
 
 
+def test_a_kernels_globaltimer_reads_its_modelled_work_not_the_cpus(
+        profile):
+    """The twin of a kernel that stamps %globaltimer reads the device clock:
+    the span it records is the kernel's modelled work, however long the
+    CPU really took, and it lies inside the events around it."""
+    from src import kernels
+    profile()
+    s = cp.cuda.Stream(non_blocking=True)
+    a = empty(1 << 20)
+    a.fill(0)
+    kernels.launch_overlap(a, 0, a.size, stream=s)     # loaded, warm
+    stamps = cp.array(np.array([kernels.NEVER, 0], np.uint64))
+    start = s.record()
+    kernels.launch_overlap(a, 0, a.size, stream=s, stamps=stamps)
+    end = s.record()
+    end.synchronize()
+    first, last = (int(v) for v in stamps.get())
+    span_ms = (last - first) / 1e6
+    lat, work = _hardware.profile.kernel_cost(
+        3 * a.nbytes, 0, a.size, "overlap_kernel")
+    assert span_ms == pytest.approx(work * 1e3, rel=1e-3)
+    assert span_ms <= cp.cuda.get_elapsed_time(start, end)
+
+
 # -- calibration: device-only effects against the H100 ------------------------
 @pytest.mark.timeout(120)
 def test_pinned_against_pageable_h2d_bandwidth(profile):

@@ -188,6 +188,27 @@ def sleep_until(t):
         d = t - clock()
 
 
+class _Running(threading.local):
+    span = None         # [work start, end, reads] of the item a worker runs
+
+
+_running = _Running()
+
+
+def globaltimer_ns():
+    """``%globaltimer`` as a kernel's twin reads it, in nanoseconds of the
+    device clock. Inside a booked item the first read gives the start of
+    its work and every later read its end, as a kernel's first block and
+    last block would read them; anywhere else, the clock now. The twins
+    read it through `src.twins.globaltimer_ns`, which the model installs."""
+    span = _running.span
+    if span is None:
+        return int(clock() * 1e9)
+    t = span[0] if span[2] == 0 else span[1]
+    span[2] += 1
+    return int(t * 1e9)
+
+
 # -- engines ------------------------------------------------------------------
 _KEEP = 512         # busy intervals an engine remembers
 
@@ -585,7 +606,7 @@ class Queue:
                 if dep.end is not None and dep.end > ready:
                     ready = dep.end
             if item.end is not None:            # booked when issued
-                self._call(item.fn, item.engine)
+                self._call(item.fn, item.engine, item)
             elif item.kind == HOST or item.real:
                 item.start = ready
                 item.end = self._run_timed(item, ready)
@@ -594,7 +615,7 @@ class Queue:
                     item.engine.wait_free()
                 item.start = ready
                 item.end = self._schedule(item, ready)
-                self._call(item.fn, item.engine)
+                self._call(item.fn, item.engine, item)
             self.tail = item.end
             item.fn = item.deps = None      # keep no buffer of it alive
             self.completed = item.seq
@@ -650,9 +671,13 @@ class Queue:
                 engine.held -= 1
                 engine.freed.notify_all()
 
-    def _call(self, fn, engine):
+    def _call(self, fn, engine, item=None):
         if engine is not None:
             engine.running += 1
+        if item is not None and item.end is not None:
+            # What the GPU's %globaltimer reads inside this kernel: the
+            # start of its work on the device clock, then its end.
+            _running.span = [item.end - item.work, item.end, 0]
         try:
             fn()
         except BaseException as e:      # reported at the next sync
@@ -660,6 +685,7 @@ class Queue:
                 if self.error is None:
                     self.error = e
         finally:
+            _running.span = None
             if engine is not None:
                 engine.running -= 1
 

@@ -17,6 +17,9 @@ from . import _core, _ctranslate, _hardware
 from ._core import _broadcast_shape, _check_device, _empty, ndarray
 from .cuda.stream import _queue_of
 
+# The twins' %globaltimer reads the model's device clock.
+twins.set_globaltimer(_hardware.globaltimer_ns)
+
 _C_TYPES = {
     "bool": "bool", "char": "int8", "signed char": "int8",
     "unsigned char": "uint8", "short": "int16", "unsigned short": "uint16",
