@@ -14,9 +14,9 @@ shell lines stripped first) and ``book/src/**/*.py``, except the model itself
 its own name. In that code the `ast` finds every attribute chain rooted at
 the names ``cp``, ``cpx`` or ``nvml`` (``cp.cuda.Stream(non_blocking=True)``
 gives ``cp.cuda.Stream``, called with keyword ``non_blocking``), and every
-``from cupy... import name`` (or ``from pynvml import name``). Methods of *results* (``x.get()``,
-``stream.synchronize()``) cannot be resolved statically; the table
-`CUPY_SIGNATURES` below covers the most used of them.
+``from cupy... import name`` (or ``from pynvml import name``). Methods of
+*results* (``x.get()``, ``stream.synchronize()``) cannot be resolved
+statically; the table `CUPY_SIGNATURES` below covers the most used of them.
 
 What it checks, one test per chain (the test id is the chain):
 

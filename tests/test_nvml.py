@@ -49,7 +49,7 @@ def device_used(device=0):
     return total - free
 
 
-# --- starting and stopping ----------------------------------------------------
+# --- starting and stopping -------------------------------------------------
 
 def test_every_call_before_nvmlInit_raises_uninitialized():
     assert nvml._refcount == 0
