@@ -3,17 +3,20 @@
 Lesson code is CuPy code, verbatim, and runs on real CuPy or on the CPU
 device model (`src.cpudevice`). This test keeps the model honest: every
 ``cp.``/``cpx.`` name the book uses must exist in the installed CuPy/cupyx
-*and* in the model, with the same parameters.
+*and* in the model, with the same parameters. NVML is held to the same
+contract: every ``nvml.`` name (``from src import nvml``) must exist in
+NVIDIA's ``pynvml`` (package ``nvidia-ml-py``) and in the model's stand-in
+(`src.nvmlmodel`), with the same parameters.
 
 What it reads: the code cells of ``book/**/*.ipynb`` (IPython magics and
 shell lines stripped first) and ``book/src/**/*.py``, except the model itself
 (``book/src/cpudevice/``) and ``book/src/backend.py``, which import CuPy by
 its own name. In that code the `ast` finds every attribute chain rooted at
-the names ``cp`` or ``cpx`` (``cp.cuda.Stream(non_blocking=True)`` gives
-``cp.cuda.Stream``, called with keyword ``non_blocking``), and every
-``from cupy... import name``. Methods of *results* (``x.get()``,
-``stream.synchronize()``) cannot be resolved statically; the table
-`CUPY_SIGNATURES` below covers the most used of them.
+the names ``cp``, ``cpx`` or ``nvml`` (``cp.cuda.Stream(non_blocking=True)``
+gives ``cp.cuda.Stream``, called with keyword ``non_blocking``), and every
+``from cupy... import name`` (or ``from pynvml import name``). Methods of
+*results* (``x.get()``, ``stream.synchronize()``) cannot be resolved
+statically; the table `CUPY_SIGNATURES` below covers the most used of them.
 
 What it checks, one test per chain (the test id is the chain):
 
@@ -45,9 +48,11 @@ from pathlib import Path
 import pytest
 
 BOOK = Path(__file__).resolve().parents[1] / "book"
-ROOTS = ("cp", "cpx")
-CUPY_PACKAGES = {"cp": "cupy", "cpx": "cupyx"}
-MODEL_PACKAGES = {"cp": "src.cpudevice", "cpx": "src.cpudevice.cupyx"}
+ROOTS = ("cp", "cpx", "nvml")
+# What each root is on a GPU ("CuPy's side") and on the CPU device model.
+CUPY_PACKAGES = {"cp": "cupy", "cpx": "cupyx", "nvml": "pynvml"}
+MODEL_PACKAGES = {"cp": "src.cpudevice", "cpx": "src.cpudevice.cupyx",
+                  "nvml": "src.nvmlmodel"}
 P = inspect.Parameter
 
 
@@ -461,10 +466,13 @@ def accepts_keyword(sig, keyword):
 
 def cupy_problems(chain, keywords, cupy_roots):
     """What is wrong with the book's ``chain`` on CuPy's side ([]: nothing)."""
+    root = chain.split(".")[0]
     try:
-        obj = resolve(cupy_roots[chain.split(".")[0]], chain)
+        obj = resolve(cupy_roots[root], chain)
     except Missing as e:
-        return [f"CuPy {cupy_roots['cp'].__version__} has no {e.args[0]}"]
+        package = (f"CuPy {cupy_roots['cp'].__version__}" if root != "nvml"
+                   else "pynvml (nvidia-ml-py)")
+        return [f"{package} has no {e.args[0]}"]
     sig, _ = cupy_signatures(obj, cupy_roots)
     if sig is None:
         return []
@@ -527,6 +535,8 @@ def _report(chain, problems):
 def cupy_roots():
     pytest.importorskip("cupy", reason="CuPy is not installed here "
                         "(requirements.txt installs it on Linux and Windows)")
+    pytest.importorskip("pynvml", reason="nvidia-ml-py is not installed here "
+                        "(requirements.txt installs it beside CuPy)")
     return {root: importlib.import_module(name)
             for root, name in CUPY_PACKAGES.items()}
 
@@ -537,7 +547,8 @@ def model_roots():
         import src.cpudevice as model   # whatever BOOK_BACKEND chose for src
     except ImportError as e:
         pytest.fail(f"the CPU device model cannot be imported: {e!r}")
-    return {"cp": model, "cpx": importlib.import_module(MODEL_PACKAGES["cpx"])}
+    return {"cp": model, "cpx": importlib.import_module(MODEL_PACKAGES["cpx"]),
+            "nvml": importlib.import_module(MODEL_PACKAGES["nvml"])}
 
 
 # --- the contract ------------------------------------------------------------
@@ -697,3 +708,38 @@ def test_a_wrapped_modulo_is_not_taken_for_a_magic():
     code = strip_magics(source)
     assert "% b" in code and "y = cp.zeros(3)" in code
     ast.parse(code)
+
+
+def test_walker_finds_nvml_chains():
+    source = ("from pynvml import nvmlInit\n"
+              "h = nvml.nvmlDeviceGetHandleByIndex(0)\n"
+              "nvml.nvmlDeviceGetMemoryInfo(h, version=nvml.nvmlMemory_v2)\n")
+    assert find_chains(source) == {
+        "nvml.nvmlInit": set(),
+        "nvml.nvmlDeviceGetHandleByIndex": set(),
+        "nvml.nvmlDeviceGetMemoryInfo": {"version"},
+        "nvml.nvmlMemory_v2": set(),
+    }
+
+
+def test_a_made_up_nvml_chain_is_reported_missing(cupy_roots, model_roots):
+    assert cupy_problems("nvml.nvmlNotAThing", set(), cupy_roots) == [
+        "pynvml (nvidia-ml-py) has no nvml.nvmlNotAThing"]
+    assert model_problems("nvml.nvmlNotAThing", set(), cupy_roots,
+                          model_roots) == [
+        "the model has no nvml.nvmlNotAThing"]
+
+
+def _stand_in_names():
+    import src.nvmlmodel as stand_in
+    return sorted(set(stand_in.__all__) - {"CONTEXT_BYTES"})
+
+
+@pytest.mark.parametrize("name", _stand_in_names())
+def test_nvml_stand_in_matches_pynvml(name, cupy_roots, model_roots):
+    """Every public name of the stand-in, used by the book or not, is
+    pynvml's, with pynvml's parameters."""
+    chain = f"nvml.{name}"
+    problems = (cupy_problems(chain, set(), cupy_roots)
+                + model_problems(chain, set(), cupy_roots, model_roots))
+    assert not problems, _report(chain, problems)

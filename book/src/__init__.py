@@ -3,12 +3,25 @@
 ``cp`` is CuPy and ``cpx`` is cupyx on a machine with a usable GPU; on any
 other machine they are the CPU device model (`src.cpudevice`), which mirrors
 the part of CuPy's API the book uses and does the work for real on the CPU.
+``from src import nvml`` gives NVIDIA's NVML binding (``pynvml``) beside
+CuPy, and the model's stand-in for it (`src.nvmlmodel`) beside the model.
 """
 from .backend import choose as _choose
+from .backend import choose_nvml as _choose_nvml
 
 #: ``BACKEND`` is ``"gpu"`` or ``"cpu"``; ``cp`` and ``cpx`` are CuPy and
 #: cupyx on a GPU, or the CPU device model's mirrors of them.
 BACKEND, cp, cpx = _choose()
+
+
+def __getattr__(name):
+    """``src.nvml``, imported on first use: NVIDIA's ``pynvml`` on a GPU,
+    the model's stand-in (`src.nvmlmodel`) on the CPU device model."""
+    if name == "nvml":
+        module = _choose_nvml(BACKEND)
+        globals()["nvml"] = module
+        return module
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def device_names():

@@ -6,6 +6,9 @@ true and the CPU device model otherwise; ``gpu`` insists on CuPy; ``cpu``
 insists on the model. The value is read case-insensitively and with
 surrounding spaces ignored (``CPU`` is ``cpu``), and an empty value means
 ``auto``.
+
+`choose_nvml` picks NVML the same way: NVIDIA's ``pynvml`` beside CuPy, the
+model's stand-in (`src.nvmlmodel`) beside the model.
 """
 import ctypes.util
 import glob
@@ -67,3 +70,23 @@ def choose(choice=None):
                 "lessons on the CPU device model.")
     from . import cpudevice
     return "cpu", cpudevice, cpudevice.cupyx
+
+
+def choose_nvml(name):
+    """The NVML module for backend ``name`` (``"gpu"`` or ``"cpu"``):
+    NVIDIA's ``pynvml`` (package ``nvidia-ml-py``), which reads the driver,
+    on a GPU; on the CPU device model, `src.nvmlmodel`, a stand-in with the
+    same names that reports the model's memory."""
+    if name == "gpu":
+        try:
+            import pynvml
+        except ImportError as e:
+            raise ImportError(
+                f"NVML's Python binding is not installed ({e}): "
+                "pip install nvidia-ml-py (requirements.txt installs it "
+                "beside CuPy)") from e
+        return pynvml
+    if name != "cpu":
+        raise ValueError(f"backend {name!r} is not 'gpu' or 'cpu'")
+    from . import nvmlmodel
+    return nvmlmodel

@@ -27,5 +27,5 @@ python3 -m pip download -q --no-deps --only-binary=:all: \
   referencing rpds-py ipykernel comm debugpy ipython ipython-pygments-lexers \
   matplotlib-inline nest_asyncio pyzmq tornado traitlets platformdirs \
   decorator jedi parso pexpect ptyprocess prompt_toolkit wcwidth stack_data \
-  executing asttokens pure_eval
+  executing asttokens pure_eval nvidia-ml-py
 echo "prepared: $(ls .gpu/whl | wc -l) wheels, $(du -sh .gpu | cut -f1) in .gpu/"
