@@ -33,6 +33,23 @@ def test_gpu_backend_without_gpu_is_a_clear_error():
     assert "BOOK_BACKEND=cpu" in last
 
 
+def test_no_driver_at_all_is_named_and_cupys_text_kept():
+    from src import backend
+    if not backend.no_nvidia_driver():
+        pytest.skip("this machine has an NVIDIA device node or driver")
+    last = run_import("gpu").stderr.strip().splitlines()[-1]
+    assert "no NVIDIA GPU or driver found (CuPy says: " in last
+
+
+@pytest.mark.parametrize("value", ["CPU", " cpu ", ""])
+def test_backend_name_is_case_blind_and_empty_means_auto(value):
+    r = run_import(value)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.strip() in ("cpu", "gpu")
+    if value.strip():
+        assert r.stdout.strip() == "cpu"
+
+
 def test_unknown_backend_name_is_rejected():
     r = run_import("tpu")
     assert r.returncode != 0

@@ -70,6 +70,17 @@ def toc_pages(toc=ROOT / "_toc.yml"):
 PAGES = toc_pages()
 
 
+def numbered_pages(toc=ROOT / "_toc.yml"):
+    """The documents in the numbered parts of ``_toc.yml``."""
+    data = yaml.safe_load(toc.read_text(encoding="utf-8"))
+    return {str(PurePosixPath(c["file"]).with_suffix(""))
+            for part in data.get("parts") or [] if part.get("numbered")
+            for c in part.get("chapters") or []}
+
+
+NUMBERED = numbered_pages()
+
+
 def search_word(title):
     """The longest word of a page title (ties: the first), for a search."""
     words = [w for w in re.findall(r"[A-Za-z][A-Za-z-]+", title)
@@ -189,6 +200,17 @@ _TRACEBACKS_JS = """() => {
 _NAV_JS = """() => Array.from(
   document.querySelectorAll('nav.bd-docs-nav a[href]'), a => a.href)"""
 
+_NAV_TEXT_JS = """() => Array.from(
+  document.querySelectorAll('nav.bd-docs-nav a[href]'),
+  a => a.textContent.trim())"""
+
+# The first output of the page (a lesson's backend banner): how much wider
+# its text is than the box that shows it (0 when every line fits).
+_FIRST_OUTPUT_OVERFLOW_JS = """() => {
+  const pre = document.querySelector('article .cell_output pre');
+  return pre ? Math.max(0, pre.scrollWidth - pre.clientWidth) : 0;
+}"""
+
 _DOWNLOADS_JS = """() => Array.from(
   document.querySelectorAll('a.btn-download-source-button[href]'),
   a => a.href)"""
@@ -225,6 +247,10 @@ def visit(site, browser):
             "broken_images": broken,
             "tracebacks": page.evaluate(_TRACEBACKS_JS),
             "nav": {_bare(href) for href in page.evaluate(_NAV_JS)},
+            "nav_text": page.evaluate(_NAV_TEXT_JS),
+            "html_title": page.title(),
+            "first_output_overflow": page.evaluate(
+                _FIRST_OUTPUT_OVERFLOW_JS),
             "downloads": page.evaluate(_DOWNLOADS_JS),
         }
         page.close()
@@ -310,3 +336,25 @@ def test_search_for_pinned_finds_the_pinned_memory_chapter(browser, site):
     found = search(browser, site, "pinned")
     assert _page_url(site, PINNED_CHAPTER) in found, sorted(found)
 
+
+
+# "1. 1. Devices": a chapter number written twice, once by the numbered part
+# of _toc.yml and once more by the notebook's own title.
+_REPEATED_NUMBER = re.compile(r"^\s*(\d+(?:\.\d+)*)\.?\s+\1\.?\s")
+
+
+@pytest.mark.parametrize("docname", PAGES)
+def test_no_title_or_sidebar_entry_repeats_its_number(visit, docname):
+    seen = visit(docname)
+    texts = [seen["title"], seen["html_title"]] + seen["nav_text"]
+    repeated = [t for t in texts if _REPEATED_NUMBER.match(t)]
+    assert not repeated, f"{docname}: numbered twice: {repeated}"
+    assert re.match(r"^\s*\d", seen["title"]) is None or docname in (
+        NUMBERED), f"{docname}: its title starts with a number"
+
+
+@pytest.mark.parametrize("docname", PAGES)
+def test_the_first_output_fits_its_box(visit, docname):
+    assert visit(docname)["first_output_overflow"] <= 2, (
+        f"{docname}: the first output (the backend banner) is "
+        f"{visit(docname)['first_output_overflow']} px wider than its box")

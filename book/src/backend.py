@@ -3,15 +3,30 @@
 This is the only module that knows there are two backends. `BOOK_BACKEND`
 selects one: ``auto`` (default) uses CuPy when ``cupy.is_available()`` is
 true and the CPU device model otherwise; ``gpu`` insists on CuPy; ``cpu``
-insists on the model.
+insists on the model. The value is read case-insensitively and with
+surrounding spaces ignored (``CPU`` is ``cpu``), and an empty value means
+``auto``.
 """
+import ctypes.util
+import glob
 import os
+import sys
 
 CHOICES = ("auto", "gpu", "cpu")
 
 
 class BackendUnavailableError(RuntimeError):
     """The backend asked for with BOOK_BACKEND cannot run on this machine."""
+
+
+def no_nvidia_driver():
+    """True when this machine shows neither an NVIDIA device node nor the
+    CUDA driver library: CuPy's own error ("CUDA driver version is
+    insufficient") then misleads, since there is no driver at all."""
+    if sys.platform == "win32":
+        return ctypes.util.find_library("nvcuda") is None
+    return (not glob.glob("/dev/nvidia[0-9]*")
+            and ctypes.util.find_library("cuda") is None)
 
 
 def _usable_cupy():
@@ -26,7 +41,10 @@ def _usable_cupy():
         cupy.cuda.runtime.getDeviceCount()       # says why, when it can
         return None, "cupy.is_available() is False"
     except Exception as e:                       # CUDARuntimeError and kin
-        return None, f"{type(e).__name__}: {e}"
+        why = f"{type(e).__name__}: {e}"
+        if no_nvidia_driver():
+            why = f"no NVIDIA GPU or driver found (CuPy says: {why})"
+        return None, why
 
 
 def choose(choice=None):
