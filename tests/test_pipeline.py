@@ -6,7 +6,7 @@ from hypothesis import given, settings, strategies as st
 
 from src import cp, cpx, pipeline
 from src.kernels import harmonic_energy
-from src.timeline import Timeline
+from src.timeline import Op, Timeline
 
 
 @given(n=st.integers(1, 10_000), data=st.data())
@@ -117,3 +117,57 @@ def test_ideal_speedup_is_total_work_over_the_busiest_engine():
     assert pipeline.ideal_speedup(2.0, 2.0) == 2.0
     assert pipeline.ideal_speedup(0.0, 5.0) == 1.0
     assert pipeline.ideal_speedup(1.0, 4.0, 1.0) == 1.5  # three engines
+
+
+def test_ideal_speedup_with_kernels_running_side_by_side():
+    # copy 2 ms, kernels 8 ms, at most 4 kernels at once: kernels need 2 ms
+    assert pipeline.ideal_speedup(2.0, 8.0, at_once=(1, 4)) == 5.0
+    assert pipeline.ideal_speedup(2.0, 8.0, at_once=(1, 1)) == \
+        pipeline.ideal_speedup(2.0, 8.0)
+    with pytest.raises(ValueError, match="one count >= 1"):
+        pipeline.ideal_speedup(2.0, 8.0, at_once=(1,))
+    with pytest.raises(ValueError, match="one count >= 1"):
+        pipeline.ideal_speedup(2.0, 8.0, at_once=(1, 0))
+
+
+def test_kernels_at_once_is_one_without_concurrent_kernels():
+    concurrent = cp.cuda.runtime.getDeviceProperties(
+        cp.cuda.runtime.getDevice())["concurrentKernels"]
+    if not concurrent:                     # the model
+        assert pipeline.kernels_at_once(1, 8) == 1
+    assert pipeline.kernels_at_once(10**9, 8) == 1   # fills any device
+
+
+def test_kernels_at_once_counts_what_fits_on_an_h100(monkeypatch):
+    h100 = {"concurrentKernels": 1, "multiProcessorCount": 132,
+            "maxThreadsPerMultiProcessor": 2048}
+    monkeypatch.setattr(cp.cuda.runtime, "getDeviceProperties",
+                        lambda device: h100)
+    assert pipeline.kernels_at_once(512, 8) == 8          # one block each
+    assert pipeline.kernels_at_once(256 * 512, 8) == 2    # 270,336 threads
+    assert pipeline.kernels_at_once(4 << 20, 8) == 1
+    assert pipeline.kernels_at_once(512, 3) == 3          # one per stream
+
+
+def test_run_bound_holds_and_gained_is_work_over_time():
+    ops = [Op("s0", "H2D", "h0", 0, 0, 2), Op("s0", "kernel", "k0", 2, 2, 6,
+                                              True),
+           Op("s1", "H2D", "h1", 0, 2, 4), Op("s1", "kernel", "k1", 4, 4, 8,
+                                              True)]
+    # work 4 + 8 = 12 in 8 ms; kernels busy [2, 8] = 6 ms, copies 4 ms
+    assert pipeline.gained(ops) == 1.5
+    assert pipeline.run_bound(ops) == 2.0
+    assert pipeline.gained(ops) <= pipeline.run_bound(ops)
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("order", pipeline.ORDERS)
+def test_measured_runs_never_beat_their_run_bound(order):
+    host, dev = fresh(1 << 16)
+    streams = [cp.cuda.Stream(non_blocking=True) for _ in range(2)]
+    ops = pipeline.measure(pipeline.overlap_stages(host, dev, 4), 4,
+                           streams, order)
+    kernels_ = [o for o in ops if o.label == "kernel"]
+    assert all(o.measured for o in kernels_)
+    assert not any(o.measured for o in ops if o.label != "kernel")
+    assert pipeline.gained(ops) <= pipeline.run_bound(ops) + 1e-9

@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 from modelkit import Gate, wait_until
-from src import cp, cpx, timeline
+from src import BACKEND, cp, cpx, kernels, timeline
 from src.cpudevice.cuda.device import _state
 from src.timeline import Op, Timeline
 
@@ -72,6 +72,12 @@ def hold_compute_engine(gate, stream):
     time.sleep(0.05)                # past the zeros(1) queued before it
 
 
+model_only = pytest.mark.skipif(
+    BACKEND == "gpu", reason="assumes the CPU device model's single compute "
+    "engine, which runs one kernel at a time and can be held by a gate; a "
+    "GPU runs kernels from several streams concurrently (concurrentKernels)")
+
+
 def streams(n):
     return [cp.cuda.Stream(non_blocking=True) for _ in range(n)]
 
@@ -100,6 +106,7 @@ def test_ops_on_one_stream_follow_each_other_in_issue_order():
     assert (host == 1).all()
 
 
+@model_only
 @pytest.mark.timeout(60)
 def test_a_copy_overlaps_a_kernel_on_another_stream():
     a, b = streams(2)
@@ -117,6 +124,7 @@ def test_a_copy_overlaps_a_kernel_on_another_stream():
     assert kernel.start <= copy.start and copy.end <= kernel.end
 
 
+@model_only
 @pytest.mark.timeout(60)
 def test_a_kernel_waiting_for_the_compute_engine_starts_when_it_is_free():
     a, b = streams(2)
@@ -136,6 +144,63 @@ def test_a_kernel_waiting_for_the_compute_engine_starts_when_it_is_free():
     assert second.start == first.end             # ... started when it freed
     raw = tl.ops(engines={})                     # without engine inference
     assert raw[1].start == raw[1].ready
+
+
+@pytest.mark.timeout(60)
+def test_the_books_kernels_measure_their_start_other_ops_infer_it():
+    (s,) = streams(1)
+    host = cpx.zeros_pinned(1 << 16, np.float32)
+    dev = cp.empty(1 << 16, cp.float32)
+    tl = Timeline([s])
+    with tl.op(s, "H2D"):
+        dev.set(host, stream=s)
+    with tl.op(s, "kernel"):
+        kernels.launch_overlap(dev, 0, dev.size, stream=s)
+    with tl.op(s, "kernel", "CuPy's kernel"):
+        with s:
+            dev *= 1                 # CuPy's own kernel: no stamps
+    copy, mine, cupys = tl.ops()
+    assert not copy.measured and mine.measured and not cupys.measured
+    assert copy.end <= mine.ready <= mine.start <= mine.end
+    assert timeline.inferred(tl.ops()) == [copy, cupys]
+
+
+@model_only
+@pytest.mark.timeout(60)
+def test_a_measured_start_is_when_the_kernel_got_the_engine():
+    # On the model one kernel runs at a time: the book's kernel, ready
+    # while another holds the engine, starts (and stamps) when it frees.
+    a, b = streams(2)
+    dev = cp.zeros(1 << 12, cp.float32)
+    gate = Gate()
+    tl = Timeline([a, b])
+    with tl.op(a, "kernel"):
+        hold_compute_engine(gate, a)
+    reached = b.record()
+    with tl.op(b, "kernel"):
+        kernels.launch_overlap(dev, 0, dev.size, stream=b)
+    assert wait_until(lambda: reached.done)
+    time.sleep(0.05)
+    gate.open()
+    first, second = tl.ops(engines={})           # no inference at all
+    assert not first.measured and second.measured
+    assert second.ready < first.end - 0.04       # ready well before ...
+    assert second.start >= first.end - 0.5       # ... started when freed
+
+
+@pytest.mark.timeout(60)
+def test_a_timeline_stamps_more_kernels_than_one_buffer_holds():
+    a, b = streams(2)
+    dev = cp.zeros(256, cp.float32)
+    tl = Timeline([a, b])
+    n = timeline._SLOTS + 20
+    for i in range(n):
+        s = (a, b)[i % 2]
+        with tl.op(s, "kernel"):
+            kernels.launch_overlap(dev, 0, 256, stream=s)
+    ops = tl.ops()
+    assert len(ops) == n and all(o.measured for o in ops)
+    assert all(o.ready <= o.start <= o.end for o in ops)
 
 
 def test_an_op_on_a_stream_not_on_the_timeline_is_refused():
@@ -168,6 +233,17 @@ def test_engine_inference_never_starts_an_op_after_it_ended():
     assert ops[1].start <= ops[1].end
 
 
+def test_engine_inference_keeps_measured_starts():
+    ops = timeline.on_engines([
+        op("s0", "kernel", 0, 10),
+        Op("s1", "kernel", "k", 1, 2, 9, measured=True),
+        op("s2", "kernel", 3, 12)])
+    # the measured op keeps its start and, finishing first, held the
+    # engine until 9 as far as the inference (one op at a time) goes
+    assert [o.start for o in ops] == [9, 2, 10]
+    assert [o.measured for o in ops] == [False, True, False]
+
+
 def test_ops_without_an_engine_start_when_ready():
     ops = timeline.on_engines([op("s0", "kernel", 0, 10),
                                op("s1", "wait", 1, 12)])
@@ -198,6 +274,21 @@ def test_replay_with_two_copy_engines_overlaps_both_orders():
         assert timeline.makespan(ops) == 6
 
 
+def test_busy_is_the_union_of_overlapping_ops_work_their_sum():
+    ops = [Op("s0", "kernel", "a", 0, 0, 4, True),
+           Op("s1", "kernel", "b", 0, 1, 5, True),     # overlaps a
+           Op("s2", "kernel", "c", 0, 7, 8, True),
+           Op("s0", "H2D", "d", 0, 2, 3)]
+    assert timeline.busy(ops, "kernel") == 6        # [0, 5] and [7, 8]
+    assert timeline.work(ops, "kernel") == 9
+    assert timeline.busy(ops, "D2H") == timeline.work(ops, "D2H") == 0
+
+
+def test_replayed_starts_are_inferred():
+    ops = [Op("s0", "kernel", "k", 0, 1, 3, True)]
+    assert not timeline.replay(ops, timeline.ENGINES)[0].measured
+
+
 def test_busy_sums_engine_time_not_waiting_time():
     ops = [Op("s0", "H2D", "a", 0, 1, 3), Op("s1", "H2D", "b", 0, 3, 4),
            Op("s0", "kernel", "k", 3, 3, 9)]
@@ -224,6 +315,27 @@ def test_gantt_draws_one_lane_per_stream_and_hatches_waits():
     matplotlib.pyplot.close(ax.figure)
 
 
+def legend_texts(ax):
+    return [t.get_text() for t in ax.get_legend().get_texts()]
+
+
+def test_gantt_says_which_starts_are_inferred_and_which_measured():
+    ax = timeline.gantt(OPS)
+    assert "start inferred, not measured" in legend_texts(ax)
+    assert not any("measured (" in t for t in legend_texts(ax))
+    bars = [c for c in ax.collections if not c.get_hatch()]
+    assert all(c.get_alpha() == timeline.INFERRED_ALPHA for c in bars)
+    matplotlib.pyplot.close(ax.figure)
+    mixed = [OPS[0], OPS[1]._replace(measured=True)]
+    ax = timeline.gantt(mixed)
+    texts = legend_texts(ax)
+    assert "start measured (kernel's clock)" in texts
+    assert "start inferred, not measured" in texts
+    alphas = sorted(str(c.get_alpha()) for c in ax.collections)
+    assert alphas == sorted(["None", str(timeline.INFERRED_ALPHA)])
+    matplotlib.pyplot.close(ax.figure)
+
+
 def test_chrome_trace_follows_the_trace_event_format():
     trace = timeline.chrome_trace(OPS)
     jsonschema.Draft202012Validator.check_schema(TRACE_EVENT_SCHEMA)
@@ -247,7 +359,8 @@ def test_chrome_trace_has_microseconds_and_a_named_thread_per_lane():
     kernel_1 = next(e for e in events if e["name"] == "kernel 1")
     assert kernel_1 == {"name": "kernel 1", "cat": "kernel", "ph": "X",
                         "pid": 0, "tid": 1, "ts": 4000.0, "dur": 2000.0,
-                        "args": {"engine": "compute engine"}}
+                        "args": {"engine": "compute engine",
+                                 "start": "inferred"}}
     waits = [e for e in events if e.get("cat") == "wait"]
     assert [(w["ts"], w["dur"]) for w in waits] == [(100.0, 1400.0),
                                                    (2500.0, 1500.0)]

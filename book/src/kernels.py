@@ -7,6 +7,8 @@ NVRTC. CuPy compiles a kernel on its first launch, so building them here
 needs no GPU. Each kernel's NumPy twin is registered in `src.twins` under
 the kernel's name: the CPU device model runs it in place of the CUDA code.
 """
+import contextvars
+from contextlib import contextmanager
 from typing import NamedTuple
 
 import numpy as np
@@ -61,35 +63,119 @@ def source(kernel):
             f"({spec.in_params}) -> ({spec.out_params})")
     if isinstance(spec, Elementwise):
         return f"{head}\n{spec.operation.strip()}"
-    return (f"{head}\n// accumulates in {spec.reduce_type or 'T'}, "
+    text = (f"{head}\n// accumulates in {spec.reduce_type or 'T'}, "
             f"starting from {spec.identity}\n"
             f"map:      {spec.map_expr}\n"
             f"reduce:   {spec.reduce_expr}\n"
             f"post_map: {spec.post_map_expr}")
+    if getattr(kernel, "stages", None):
+        text += "\n" + "\n".join(f"// {line}" for line in kernel.stages)
+    return text
+
+
+# --- %globaltimer stamps: when a kernel's blocks really ran ---------------
+#
+# Events say when a *stream* reached an operation and when it finished, not
+# when its kernel got the GPU: a GPU runs kernels from several streams at
+# once. The book's RawKernels can record it themselves: given a pair of
+# stamps ``[first block start, last block end]`` (nanoseconds of the GPU's
+# ``%globaltimer``), thread 0 of every block folds its block's start into
+# ``stamps[0]`` with atomicMin and its end into ``stamps[1]`` with atomicMax.
+# A null pointer (``NO_STAMPS``) records nothing. `src.timeline` hands the
+# kernels launched inside ``Timeline.op`` a pair, through `stamping`.
+
+NO_STAMPS = np.uint64(0)                    # a null pointer: no stamps
+NEVER = np.uint64(np.iinfo(np.uint64).max)  # stamps[0] before any block ran
+
+stamp_kernel = _build(Raw(r"""
+extern "C" __global__ void stamp_kernel(unsigned long long* stamps)
+{
+    unsigned long long t;
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+    stamps[0] = t;
+    stamps[1] = t;
+}
+""", "stamp_kernel"))
+
+
+@twins.register("stamp_kernel")
+def _stamp_twin(grid, block, args, shared_mem=0):
+    """Both stamps: the device clock now."""
+    args[0][:2] = twins.globaltimer_ns()
+
+
+def stamp(stamps, stream=None):
+    """Queue a one-thread kernel on ``stream`` that writes the GPU clock
+    into ``stamps[0]`` and ``stamps[1]`` (a uint64 device array)."""
+    stamp_kernel((1,), (1,), (_check_stamps(stamps),), stream=stream)
+
+
+_stamps_source = contextvars.ContextVar("stamps_source", default=None)
+
+
+@contextmanager
+def stamping(source):
+    """Inside the block, kernels that can stamp and are given no stamps ask
+    ``source()`` for a pair (a uint64 device array of 2) to write into."""
+    token = _stamps_source.set(source)
+    try:
+        yield
+    finally:
+        _stamps_source.reset(token)
+
+
+def active_stamps():
+    """The stamps pair of the enclosing `stamping` block, or None."""
+    source = _stamps_source.get()
+    return None if source is None else source()
+
+
+def _check_stamps(stamps):
+    if not isinstance(stamps, cp.ndarray) or stamps.dtype != np.uint64 \
+            or stamps.size < 2 or not stamps.flags.c_contiguous:
+        raise TypeError("stamps must be a C-contiguous uint64 device array "
+                        "of at least 2 elements (first start, last end)")
+    return stamps
 
 
 # --- NVIDIA's copy/compute overlap demo ------------------------------------
 
 overlap_kernel = _build(Raw(r'''
-extern "C" __global__ void overlap_kernel(float* a, int offset, int n)
+extern "C" __global__ void overlap_kernel(float* a, int offset, int n,
+                                          unsigned long long* stamps)
 {
+    unsigned long long t0 = 0, t1;
+    if (stamps && threadIdx.x == 0)    // when this block started (ns)
+        asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t0));
     int i = offset + threadIdx.x + blockIdx.x * blockDim.x;
     if (i < offset + n) {
         float x = (float)i;
         float s = sinf(x), c = cosf(x);
         a[i] = a[i] + sqrtf(s * s + c * c);
     }
+    if (stamps) {                      // the same for every thread
+        __syncthreads();               // the whole block is done
+        if (threadIdx.x == 0) {
+            asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t1));
+            atomicMin(&stamps[0], t0); // first block's start
+            atomicMax(&stamps[1], t1); // last block's end
+        }
+    }
 }
 ''', "overlap_kernel"))
 
 
-def launch_overlap(a, offset, n, stream=None, block_size=256):
+def launch_overlap(a, offset, n, stream=None, block_size=256, stamps=None):
     """Add ``sqrt(sin(i)**2 + cos(i)**2)`` (about 1) to ``a[offset:offset+n]``.
 
     ``a`` is the *whole* float32 array, as in NVIDIA's demo, so that ``x = i``
     is the global index and a chunk gives the same numbers as one launch over
     everything. A raw kernel sees only a pointer, so the checks CuPy cannot
     make are made here: dtype, contiguity, and that the chunk is inside ``a``.
+    ``stamps`` (a uint64 device array of 2, ``[kernels.NEVER, 0]`` before the
+    first launch) receives the ``%globaltimer`` of the first block's start
+    and of the last block's end; by default, inside ``Timeline.op``, the
+    timeline's pair for that operation (`active_stamps`), else none.
     """
     if not isinstance(a, cp.ndarray):
         raise TypeError("overlap_kernel needs a device array (cp.ndarray), "
@@ -107,10 +193,16 @@ def launch_overlap(a, offset, n, stream=None, block_size=256):
     if offset + n > np.iinfo(np.int32).max:
         raise ValueError("overlap_kernel indexes with a 32-bit int, so "
                          "offset + n must stay below 2**31")
+    if stamps is not None:
+        _check_stamps(stamps)
     if n == 0:
         return
+    if stamps is None:
+        stamps = active_stamps()
     grid = (n + block_size - 1) // block_size
-    overlap_kernel((grid,), (block_size,), (a, np.int32(offset), np.int32(n)),
+    overlap_kernel((grid,), (block_size,),
+                   (a, np.int32(offset), np.int32(n),
+                    NO_STAMPS if stamps is None else stamps),
                    stream=stream)
 
 
@@ -122,8 +214,12 @@ def _overlap_twin(grid, block, args, shared_mem=0):
     """In float32 like the kernel; a 1-D launch covers grid*block indices.
     It works through them a cache-sized block at a time, as a GPU runs
     thread blocks, so its cost per element does not depend on the launch
-    size (one launch over everything costs what chunked launches cost)."""
-    a, offset, n = args
+    size (one launch over everything costs what chunked launches cost).
+    Given stamps (not a null pointer), it folds the device clock
+    (`twins.globaltimer_ns`) at its start and at its end into them, as the
+    kernel's first and last blocks do."""
+    a, offset, n, stamps = args
+    start = twins.globaltimer_ns()
     offset, n = int(offset), int(n)
     stop = offset + min(n, grid[0] * block[0])
     for lo in range(offset, stop, _TWIN_BLOCK):
@@ -134,32 +230,148 @@ def _overlap_twin(grid, block, args, shared_mem=0):
         c *= c
         s += c
         a[lo:hi] += np.sqrt(s, out=s)
+    if isinstance(stamps, np.ndarray):
+        stamps[0] = min(int(stamps[0]), start)
+        stamps[1] = max(int(stamps[1]), twins.globaltimer_ns())
 
 
-# --- the energy sum(0.5 * k * (x - mu)**2) as one fused reduction ----------
+# --- the energy sum(0.5 * k * (x - mu)**2) as a fused, two-stage reduction -
 
-harmonic_energy = _build(Reduction(
-    "T x, T k, T mu", "T y",
+harmonic_energy_kernel = _build(Reduction(
+    "T x, T k, T mu", "float64 y",
     "k * (x - mu) * (x - mu) / 2", "a + b", "y = a", "0",
     "harmonic_energy", reduce_type="double"))
 
 
+class TwoStageEnergy:
+    """``sum(k * (x - mu)**2 / 2)`` over ``x``, in its dtype.
+
+    CuPy's `ReductionKernel` gives each *output* value one thread block, so
+    a whole-array reduction (one output) runs on a single block of one SM:
+    on an H100 that was 48 times slower than the one-liner with temporaries.
+    So the energy of a C-contiguous ``x`` is taken in two stages:
+
+    1. the kernel reduces ``x[:m*L]`` seen as ``m`` rows of ``L`` values
+       along its rows (``axis=1``): one block per row, ``m`` blocks to fill
+       the GPU (``rows_per_sm`` per multiprocessor), each row's partial sum
+       accumulated and kept in double;
+    2. ``cp.sum`` of the ``m`` partials, plus the same kernel over the tail
+       ``x[m*L:]`` (fewer than ``m`` values), in double; the total is
+       rounded once to x's dtype.
+
+    Every term is still computed in registers, so the extra memory is the
+    ``m`` partials (8 bytes each) and a few scalars, whatever the size of
+    ``x``. Arrays shorter than ``2 * min_row`` values, non-contiguous
+    arrays, and calls with ``axis`` reduce with the kernel in one stage.
+    ``out`` (an array of x's dtype with the result's shape) receives the
+    result; ``stream`` is the stream every stage runs on (default: the
+    current stream), as for any CuPy kernel.
+    """
+
+    def __init__(self, kernel, rows_per_sm=16, min_row=4096):
+        self.kernel = kernel
+        self.name = kernel.name
+        self.rows_per_sm = rows_per_sm
+        self.min_row = min_row
+        self._sms = {}
+        self.stages = [
+            "stage 1: this kernel over x as m rows (axis=1), one block per "
+            "row,",
+            "         m = a multiple of the multiprocessors: m partials in "
+            "double",
+            "stage 2: cp.sum(partials) + this kernel over the tail, rounded "
+            "once to T"]
+
+    def rows(self, x):
+        """How many rows stage 1 cuts ``x`` into (0: one stage)."""
+        if not isinstance(x, cp.ndarray) or not x.flags.c_contiguous:
+            return 0
+        device = cp.cuda.runtime.getDevice()
+        if device not in self._sms:
+            self._sms[device] = cp.cuda.runtime.getDeviceProperties(
+                device)["multiProcessorCount"]
+        rows = min(self.rows_per_sm * self._sms[device],
+                   x.size // self.min_row)
+        return rows if rows >= 2 else 0
+
+    BLOCK = 512          # threads per block of CuPy's reductions (CUDA)
+
+    def threads(self, x):
+        """Threads stage 1 launches for ``x`` (one block per row), e.g. for
+        `src.pipeline.kernels_at_once`."""
+        return self.BLOCK * max(1, self.rows(x))
+
+    def __call__(self, x, k, mu, axis=None, keepdims=False, out=None,
+                 stream=None):
+        if stream is None:
+            return self._energy(x, k, mu, axis, keepdims, out)
+        with stream:
+            return self._energy(x, k, mu, axis, keepdims, out)
+
+    def _energy(self, x, k, mu, axis, keepdims, out):
+        rows = self.rows(x) if axis is None else 0
+        if rows == 0:
+            total = self.kernel(x, k, mu, axis=axis, keepdims=keepdims)
+        else:
+            flat = x.reshape(-1)
+            length = flat.size // rows
+            body = flat[:rows * length].reshape(rows, length)
+            total = self.kernel(body, k, mu, axis=1).sum()
+            if rows * length < flat.size:
+                total += self.kernel(flat[rows * length:], k, mu)
+            if keepdims:
+                total = total.reshape((1,) * x.ndim)
+        if out is None:
+            return total.astype(x.dtype)
+        if out.shape != total.shape:
+            raise ValueError(f"Out shape is mismatched: {out.shape} != "
+                             f"{total.shape}")
+        out[...] = total
+        return out
+
+
+harmonic_energy = TwoStageEnergy(harmonic_energy_kernel)
+
+_TWIN_TERMS = 1 << 20      # terms the energy twin holds at once
+
+
+def _energy_terms(x, k, mu):
+    """The map ``k * (x - mu) * (x - mu) / 2``, in T, left to right as C."""
+    d = x - mu
+    term = k * d
+    term *= d
+    term /= x.dtype.type(2)
+    return term
+
+
 @twins.register("harmonic_energy")
 def _harmonic_energy_twin(x, k, mu, axis=None, keepdims=False):
-    """Each term in T (x's dtype), the sum in float64, the result in T.
+    """Each term in T (x's dtype), the sum and the result in float64.
 
-    The kernel accumulates in double (``reduce_type``) so that a sum over a
-    billion float32 terms keeps its digits; the twin does the same.
+    The kernel accumulates in double (``reduce_type``) and writes its
+    double (``float64 y``), so that a sum over a billion float32 terms keeps
+    its digits; the twin does the same. It computes the terms a bounded
+    block at a time, as the GPU computes them in registers.
     """
     x = np.asarray(x)
     t = x.dtype.type
     k, mu = t(k), t(mu)
-    d = x - mu
-    term = k * d                 # left to right, as C evaluates the map
-    term *= d
-    term /= t(2)
-    total = np.sum(term, axis=axis, keepdims=keepdims, dtype=np.float64)
-    return total.astype(x.dtype)
+    if axis is None and not keepdims:
+        flat = x.reshape(-1)
+        return np.float64(sum(
+            np.sum(_energy_terms(flat[lo:lo + _TWIN_TERMS], k, mu),
+                   dtype=np.float64)
+            for lo in range(0, flat.size, _TWIN_TERMS)))
+    if x.ndim == 2 and axis in (1, -1, (1,), (-1,)) and not keepdims:
+        out = np.empty(x.shape[0], np.float64)
+        step = max(1, _TWIN_TERMS // max(x.shape[1], 1))
+        for lo in range(0, x.shape[0], step):
+            out[lo:lo + step] = np.sum(
+                _energy_terms(x[lo:lo + step], k, mu), axis=1,
+                dtype=np.float64)
+        return out
+    return np.sum(_energy_terms(x, k, mu), axis=axis, keepdims=keepdims,
+                  dtype=np.float64)
 
 
 # --- ForiLoop: the body x + x, one launch per step or all steps fused ------

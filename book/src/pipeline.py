@@ -8,7 +8,7 @@ before the next stage. Sequential is one chunk on one stream.
 """
 from . import cp
 from .kernels import harmonic_energy, launch_overlap
-from .timeline import Timeline
+from .timeline import Timeline, busy, makespan, work
 
 ORDERS = ("v1", "v2")
 
@@ -102,8 +102,63 @@ def energy_stages(x, k, mu, n_chunks, n_streams):
     return {"H2D": h2d, "kernel": kernel}, partials
 
 
-def ideal_speedup(*engine_ms):
-    """The most overlap can give: the engines' total busy time over the
-    busiest engine's, e.g. ``(copy + compute) / max(copy, compute)``, when
-    the others' work hides entirely under the busiest one's."""
-    return sum(engine_ms) / max(engine_ms)
+def ideal_speedup(*engine_ms, at_once=None):
+    """The most overlap can give to work whose engine classes (copies in,
+    kernels, copies out, ...) needed ``engine_ms`` milliseconds each when
+    nothing overlapped (e.g. one stream's `timeline.busy` per label):
+    ``sum(engine_ms) / max(ms / n for ms, n in zip(engine_ms, at_once))``,
+    e.g. ``(copy + compute) / max(copy, compute)``.
+
+    It assumes (1) that the classes can overlap each other completely, and
+    (2) that a class's work takes at least ``ms / n`` overlapped, where
+    ``n = at_once[i]`` (default 1) is how many of its operations can run
+    side by side, each no faster than alone. ``n = 1`` holds for copies in
+    one direction: they share the link however many copy engines a GPU
+    has (``asyncEngineCount``); and for kernels that fill the GPU. It does
+    not hold for kernels that leave multiprocessors idle on a GPU that runs
+    kernels from several streams at once (``concurrentKernels``): there
+    pass `kernels_at_once` for the kernels' class, or the bound can be
+    exceeded (single-block kernels on eight streams beat ``n = 1``'s bound
+    fourfold on an H100).
+    """
+    at_once = (1,) * len(engine_ms) if at_once is None else tuple(at_once)
+    if len(at_once) != len(engine_ms) or min(at_once, default=1) < 1:
+        raise ValueError("at_once needs one count >= 1 per engine class")
+    return sum(engine_ms) / max(ms / n for ms, n in zip(engine_ms, at_once))
+
+
+def kernels_at_once(threads_per_kernel, n_streams, device=None):
+    """At most how many kernels of ``threads_per_kernel`` threads each, one
+    per stream, can run side by side: 1 on a device without
+    ``concurrentKernels`` (the CPU device model), else no more than the
+    streams and than fit on the device at its maximum of resident threads
+    (``multiProcessorCount * maxThreadsPerMultiProcessor``; registers and
+    shared memory can only lower it, so the bound stays a bound)."""
+    device = cp.cuda.runtime.getDevice() if device is None else device
+    props = cp.cuda.runtime.getDeviceProperties(device)
+    if not props.get("concurrentKernels", 0):
+        return 1
+    resident = props["multiProcessorCount"] * props.get(
+        "maxThreadsPerMultiProcessor", 2048)
+    fit = max(1, resident // max(1, int(threads_per_kernel)))
+    return max(1, min(int(n_streams), fit))
+
+
+LABELS = ("H2D", "kernel", "D2H")
+
+
+def gained(ops, labels=LABELS):
+    """What overlap gave a run: its ops' durations added up (`timeline.work`)
+    over its total time."""
+    return sum(work(ops, lb) for lb in labels) / makespan(ops)
+
+
+def run_bound(ops, labels=LABELS):
+    """The most overlap could have given this run: its ops' durations added
+    up over the longest time any one label kept busy (`timeline.busy`,
+    the union of its ops' intervals). It always holds, on any GPU, because
+    a run cannot end before every label's busy time has passed: ``gained(
+    ops) <= run_bound(ops)``. It is only as true as the starts are: an
+    inferred start makes its label's ops run one at a time."""
+    return (sum(work(ops, lb) for lb in labels)
+            / max(busy(ops, lb) for lb in labels))

@@ -12,7 +12,16 @@ conventions, by kernel kind:
   reduced value (array or scalar).
 * ``RawKernel``: ``twin(grid, block, args, shared_mem=0)``; device arrays in
   ``args`` arrive as flat NumPy views of their memory, written in place.
+
+Kernels that read the GPU's ``%globaltimer`` (nanoseconds; `src.kernels`
+uses it to stamp when a kernel's first block started and its last block
+ended) read `globaltimer_ns` in their twin. It is ``time.perf_counter_ns``,
+the clock the CPU device model stamps its events with, so that the twins'
+stamps and the model's event times line up; a model with a device clock of
+its own (a modelled clock rather than the host's) installs it with
+`set_globaltimer`.
 """
+import time
 
 _TWINS = {}
 
@@ -34,3 +43,19 @@ def lookup(name):
             f"the CPU device model cannot run CUDA C, and kernel {name!r} "
             "has no NumPy twin: register one with "
             f"@src.twins.register({name!r})") from None
+
+
+_globaltimer = time.perf_counter_ns
+
+
+def globaltimer_ns():
+    """The device clock a twin reads for ``%globaltimer``, in nanoseconds."""
+    return _globaltimer()
+
+
+def set_globaltimer(clock):
+    """Make ``clock()`` (integer nanoseconds, never decreasing) the device
+    clock the twins read; ``None`` restores ``time.perf_counter_ns``. For
+    the CPU device model, whose events must be on the same clock."""
+    global _globaltimer
+    _globaltimer = time.perf_counter_ns if clock is None else clock
