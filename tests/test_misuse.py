@@ -134,9 +134,10 @@ CATALOGUE = [
     (kernel_dtype, TypeError, r"Type is mismatched.*astype"),
     (broadcast, ValueError, r"could not be broadcast.*must match or be 1"),
     (beyond_capacity, cp.cuda.memory.OutOfMemoryError,
-     r"Out of memory allocating.*chunks"),
+     r"^Out of memory allocating [\d,]+ bytes \(allocated so far: "
+     r"[\d,]+ bytes\)\.$"),                  # CuPy's text, word for word
     (beyond_limit, cp.cuda.memory.OutOfMemoryError,
-     r"limit set to: 1,048,576 bytes.*free_all_blocks"),
+     r"limit set to: 1,048,576 bytes\)\.$"),
     (negative_size, ValueError, r"negative dimensions are not allowed"),
     (other_device, ValueError, r"different from the current device.*asarray"),
     (host_array_operand, TypeError, r"host.*cp\.asarray"),

@@ -81,6 +81,9 @@ def where(condition, x=None, y=None):
                                   "where(condition, x, y) only")
     if _in_fused_body():
         return _np.where(condition, x, y)
+    for a in (condition, x, y):
+        if not isinstance(a, ndarray):
+            _core._check_ufunc_operand(a)
     args = [asarray(a) if isinstance(a, _np.ndarray) else a
             for a in (condition, x, y)]
     arrays = [a for a in args if isinstance(a, ndarray)]

@@ -124,6 +124,20 @@ def _check_host_operand(x):
             "copy it to the device with cp.asarray() first")
 
 
+_SCALARS = (bool, int, float, complex, numpy.generic)
+
+
+def _check_ufunc_operand(x):
+    """A ufunc takes device arrays and scalars; anything else (a list, a
+    tuple, None) is refused as CuPy refuses it: ``Unsupported type``."""
+    if isinstance(x, _SCALARS):
+        return
+    if isinstance(x, numpy.ndarray):
+        _check_host_operand(x)
+        return
+    raise TypeError(f"Unsupported type {type(x)}")
+
+
 def _ufunc(uf, *args, out=None, dtype=None):
     """Queue ``uf(*args)`` elementwise; return the result array(s)."""
     arrays = []
@@ -131,7 +145,7 @@ def _ufunc(uf, *args, out=None, dtype=None):
         if isinstance(a, ndarray):
             arrays.append(a)
         else:
-            _check_host_operand(a)
+            _check_ufunc_operand(a)
     _check_device(arrays)
     shape = _broadcast_shape(arrays)
     res_dtype = _result_dtype(uf, args, dtype)
@@ -187,13 +201,24 @@ def _reduced_shape(shape, axis, keepdims):
 
 _NO_DTYPE = {numpy.max, numpy.min, numpy.argmax, numpy.argmin,
              numpy.all, numpy.any}
+# Reductions with no identity, by the name CuPy's error gives them: a full
+# reduction goes to CUB (CuPy's default accelerator), an axis reduction to
+# CuPy's own reduction kernel.
+_NO_IDENTITY = {numpy.max: ("CUPY_CUB_MAX", "cupy_max"),
+                numpy.min: ("CUPY_CUB_MIN", "cupy_min"),
+                numpy.argmax: ("CUPY_CUB_ARGMAX", "cupy_argmax"),
+                numpy.argmin: ("CUPY_CUB_ARGMIN", "cupy_argmin")}
 
 
 def _reduce(func, a, axis=None, dtype=None, out=None, keepdims=False,
             **extra):
     """Queue ``func(a, axis=...)`` as one reduction kernel."""
     if _in_fused_body():
-        return func(a, axis=axis, keepdims=keepdims, **extra)
+        _fusing.reduced = True
+        kw = dict(extra)
+        if dtype is not None:
+            kw["dtype"] = dtype
+        return func(a, axis=axis, keepdims=keepdims, **kw)
     if not isinstance(a, ndarray):
         a = asarray(a)
     _check_device([a])
@@ -204,25 +229,56 @@ def _reduce(func, a, axis=None, dtype=None, out=None, keepdims=False,
             not isinstance(axis, (int, numpy.integer)):
         raise TypeError("axis must be an integer for argmax/argmin")
     shape = _reduced_shape(a.shape, axis, keepdims)
+    if a.size == 0 and func in _NO_IDENTITY and math.prod(shape) != 0:
+        full = len(_reduced_shape(a.shape, axis, False)) == 0
+        raise ValueError("zero-size array to reduction operation {} which "
+                         "has no identity".format(
+                             _NO_IDENTITY[func][0 if full else 1]))
     key = (func, a.dtype, dtype, tuple(sorted(extra.items())))
     rdt = _dtype_cache.get(key)
     if rdt is None:
         with numpy.errstate(all="ignore"):
-            rdt = numpy.asarray(func(numpy.ones(2, a.dtype), **kw)).dtype
+            probe = {k: v for k, v in kw.items() if k != "ddof"}
+            rdt = numpy.asarray(func(numpy.ones(2, a.dtype), **probe)).dtype
         _dtype_cache[key] = rdt
     if out is None:
         out = _empty(shape, rdt)
     elif out.shape != shape:
         raise ValueError(f"Out shape is mismatched: {out.shape} != {shape}")
     src, dst = a._a, out._a
+    n = math.prod(a.shape[d] for d in (       # elements per reduction
+        range(a.ndim) if axis is None else normalize_axis_tuple(axis,
+                                                                a.ndim)))
     if func in (numpy.argmax, numpy.argmin):
         def run():
             dst[...] = func(src, axis=axis, keepdims=keepdims)
+    elif func in (numpy.mean, numpy.var, numpy.std) and \
+            n - extra.get("ddof", 0) <= 0:
+        def run():          # 0/0 is NaN, x/0 inf: CuPy's result, no warning
+            _moments_no_warning(func, src, dst, axis, n,
+                                extra.get("ddof", 0), kw.get("dtype"))
     else:
         def run():
             func(src, axis=axis, out=dst, keepdims=keepdims, **kw)
     _launch(run)
     return out
+
+
+def _moments_no_warning(func, src, dst, axis, n, ddof, dtype):
+    """mean/var/std over ``n`` <= ``ddof`` elements: what CuPy's kernels
+    compute (a division by zero), where NumPy would also warn."""
+    with numpy.errstate(all="ignore"):
+        if dtype is None:
+            dtype = dst.dtype
+        m = numpy.sum(src, axis=axis, keepdims=True, dtype=dtype) / \
+            dst.dtype.type(n)
+        if func is not numpy.mean:
+            d = numpy.abs(src - m) ** 2
+            m = numpy.sum(d, axis=axis, keepdims=True, dtype=dtype) / \
+                dst.dtype.type(max(n - ddof, 0))
+            if func is numpy.std:
+                m = numpy.sqrt(m)
+        dst[...] = m.reshape(dst.shape)
 
 
 def _matmul_shape(a, b, name):
@@ -344,13 +400,14 @@ def _d2h(out, src, stream=None, blocking=True):
 class ndarray:
     """Multi-dimensional array on a (virtual) device."""
 
-    __slots__ = ("_a", "data", "__weakref__")
+    __slots__ = ("_a", "data", "_base", "__weakref__")
     __array_priority__ = 100
 
     def __init__(self, shape, dtype=float, memptr=None, strides=None,
                  order="C"):
         shape = _normalize_shape(shape)
         dtype = numpy.dtype(dtype)
+        self._base = None
         if memptr is None:
             tmp = _empty(shape, dtype, order)
             self._a, self.data = tmp._a, tmp.data
@@ -361,10 +418,11 @@ class ndarray:
         self.data = memptr
 
     @classmethod
-    def _wrap(cls, view, memptr):
+    def _wrap(cls, view, memptr, base=None):
         a = cls.__new__(cls)
         a._a = view
         a.data = memptr
+        a._base = base
         return a
 
     # -- metadata (no waiting) --
@@ -387,7 +445,8 @@ class ndarray:
 
     @property
     def base(self):
-        return None
+        """The array whose memory a view shares; None for a base array."""
+        return self._base
 
     def __len__(self):
         if not self._a.ndim:
@@ -395,7 +454,14 @@ class ndarray:
         return self._a.shape[0]
 
     def _view(self, v):
-        return ndarray._wrap(v, self.data)
+        """A view ``v`` of this array's memory: its ``data.ptr`` points at
+        its first element, and its ``base`` is the base array, as CuPy's."""
+        data = self.data
+        delta = v.ctypes.data - self._a.ctypes.data
+        if delta and data.ptr:
+            data = data + delta
+        return ndarray._wrap(v, data,
+                             self if self._base is None else self._base)
 
     @property
     def T(self):
@@ -420,13 +486,17 @@ class ndarray:
                     s for s in shape if s != -1) and -1 not in shape:
                 raise ValueError(f"cannot reshape array of size {self.size} "
                                  f"into shape {tuple(shape)}") from None
-            return self.copy(order=order).reshape(shape, order=order)
+            out = self.copy(order=order)
+            out._a = out._a.reshape(shape, order=order)
+            return out
 
     def ravel(self, order="C"):
         return self.reshape(-1, order=order)
 
     def flatten(self, order="C"):
-        return self.copy(order=order).reshape(-1, order=order)
+        out = self.copy(order=order)
+        out._a = out._a.reshape(-1, order=order)
+        return out
 
     def view(self, dtype=None):
         return self._view(self._a if dtype is None else self._a.view(dtype))
@@ -447,18 +517,38 @@ class ndarray:
         _check_device([self])
         out = _empty(self.shape, dtype, "F" if order == "F" else "C")
         src, dst = self._a, out._a
-        _launch(lambda: numpy.copyto(dst, src, casting="unsafe"))
+        if src.dtype.kind == "c" and dtype.kind != "c":
+            src = src.real              # CuPy takes .real, with no warning
+        if src.dtype.kind == "f" and dtype.kind in "iu":
+            _launch(lambda: numpy.copyto(dst, _float_to_int(src, dtype)))
+        else:
+            _launch(lambda: numpy.copyto(dst, src, casting="unsafe"))
         return out
 
     def fill(self, value):
+        """Fill with a scalar; the value is converted at the call, as
+        CuPy converts it (a bad value raises here, not at a later sync)."""
         _check_device([self])
         dst = self._a
+        if isinstance(value, ndarray):
+            if value.shape != ():
+                raise ValueError(
+                    "non-scalar cupy.ndarray cannot be used for fill")
+            _check_device([value])
+            src = value.astype(self.dtype, copy=False)._a
+            _launch(lambda: dst.fill(src[()]))
+            return
+        value = numpy.asarray(value, dtype=self.dtype)
+        if value.shape != ():
+            raise ValueError(
+                "non-scalar numpy.ndarray cannot be used for fill")
+        value = value[()]
         _launch(lambda: dst.fill(value))
 
     def __getitem__(self, key):
         k = key if isinstance(key, tuple) else (key,)
         if any(isinstance(x, (ndarray, numpy.ndarray, list)) for x in k):
-            return _gather(self, k)
+            return _gather(self, _host_key(self.shape, k))
         v = self._a[k + (Ellipsis,)] if Ellipsis not in k else self._a[k]
         return self._view(v)
 
@@ -466,7 +556,7 @@ class ndarray:
         _check_device([self])
         k = key if isinstance(key, tuple) else (key,)
         if any(isinstance(x, (ndarray, numpy.ndarray, list)) for x in k):
-            k = tuple(x.get() if isinstance(x, ndarray) else x for x in k)
+            k = _host_key(self.shape, k)
         dst = self._a
         target_shape = numpy.broadcast_to(numpy.empty((), numpy.int8),
                                           self.shape)[k].shape
@@ -656,9 +746,53 @@ for _name, _uf in [("lt", numpy.less), ("le", numpy.less_equal),
 ndarray.__hash__ = None
 
 
+def _host_key(shape, key):
+    """An advanced index with its arrays on the host, integer index arrays
+    wrapped into range as CuPy's take and scatter kernels wrap them
+    (``x[cp.array([5])]`` of a length-3 ``x`` is ``x[2]``; ``-4`` too).
+    Integer scalars and slices are checked as NumPy checks them."""
+    k = []
+    for x in key:
+        if isinstance(x, ndarray):
+            x = x.get()
+        elif isinstance(x, list):
+            x = numpy.asarray(x)
+            if x.size == 0 and x.dtype.kind == "f":
+                x = x.astype(numpy.intp)
+        k.append(x)
+
+    def width(x):
+        if x is None or x is Ellipsis:
+            return 0
+        if isinstance(x, numpy.ndarray) and x.dtype == numpy.bool_:
+            return x.ndim
+        return 1
+    rest = len(shape) - sum(width(x) for x in k)
+    axis, out = 0, []
+    for x in k:
+        if x is Ellipsis:
+            axis += max(rest, 0)
+        elif isinstance(x, numpy.ndarray) and x.dtype.kind in "iu" and \
+                axis < len(shape) and shape[axis] > 0:
+            x = x % shape[axis]
+        axis += width(x)
+        out.append(x)
+    return tuple(out)
+
+
+def _float_to_int(src, dtype):
+    """Float to integer as the GPU converts (CuPy's documented result):
+    truncate toward zero, NaN gives 0, values beyond the type's range give
+    its min or max (NumPy's result there depends on the CPU). CuPy's
+    documentation shows it for 32-bit results (``-1.0`` to uint32 is 0,
+    ``inf`` to int32 is 2147483647); 8- and 16-bit results saturate the
+    same way on the model, which a GPU's code for them may not."""
+    from ._ctranslate import _saturate_to_int
+    return _saturate_to_int(src, dtype)
+
+
 def _gather(a, key):
     """Advanced indexing: index arrays are read on the host, then queued."""
-    key = tuple(x.get() if isinstance(x, ndarray) else x for x in key)
     shape = numpy.broadcast_to(numpy.empty((), numpy.int8), a.shape)[key].shape
     _check_device([a])
     return _queue_into(shape, a.dtype, lambda src: src[key], [a])
@@ -726,6 +860,8 @@ def arange(start, stop=None, step=1, dtype=None):
 
 def linspace(start, stop, num=50, endpoint=True, retstep=False, dtype=None,
              axis=0):
+    if num < 0:
+        raise ValueError("linspace with num<0 is not supported")
     if dtype is None:
         dtype = numpy.float64
     out = _empty((num,), dtype)

@@ -4,12 +4,16 @@
 The model cannot run CUDA C. A kernel keeps its CUDA source (shown by the
 lessons, compiled by NVRTC in the tests) and, when launched, runs the NumPy
 twin registered for its name in `src.twins`, queued on the current stream
-like any kernel. Arguments are checked at the call as CuPy checks them.
+like any kernel. An ``ElementwiseKernel`` or ``ReductionKernel`` with no
+twin runs through `._ctranslate` when its code is plain C (arithmetic, math
+functions, ternaries, casts, local declarations); a registered twin wins.
+A ``RawKernel`` always needs a twin. Arguments are checked at the call as
+CuPy checks them.
 """
 import numpy
 
 from .. import twins
-from . import _core
+from . import _core, _ctranslate
 from ._core import _broadcast_shape, _check_device, _empty, ndarray
 from .cuda.stream import _queue_of
 
@@ -81,6 +85,21 @@ def _resolve_types(in_params, args, out_params=(), outs=()):
     return dtype_of
 
 
+def _twin_or_translation(kernel, translate, dtype_of):
+    """The registered twin of ``kernel``, else its code translated to NumPy
+    for these argument types (cached per type signature)."""
+    try:
+        return twins.lookup(kernel.name)
+    except NotImplementedError:
+        pass
+    params = kernel.in_params + kernel.out_params
+    key = (kernel.name,) + tuple(dtype_of(p) for p in params)
+    fn = kernel._translated.get(key)
+    if fn is None:
+        fn = kernel._translated[key] = translate(kernel, dtype_of)
+    return fn
+
+
 def _host_value(p, a, dtype_of, shape):
     """What the twin receives for argument ``a`` of parameter ``p``."""
     if isinstance(a, ndarray):
@@ -105,6 +124,8 @@ class ElementwiseKernel:
         self.no_return = no_return
         self.return_tuple = return_tuple
         self.options = options
+        self.loop_prep, self.after_loop = loop_prep, after_loop
+        self._translated = {}
 
     def __call__(self, *args, size=None, block_size=None, stream=None):
         if len(args) not in (self.nin, self.nargs):
@@ -135,7 +156,7 @@ class ElementwiseKernel:
         host_in = [_host_value(p, a, dtype_of, shape)
                    for p, a in zip(self.in_params, ins)]
         host_out = [o._a for o in outs]
-        twin = twins.lookup(self.name)
+        twin = _twin_or_translation(self, _ctranslate.elementwise, dtype_of)
         _launch_on(stream, lambda: twin(*host_in, *host_out))
         if self.no_return:
             return None
@@ -158,11 +179,13 @@ class ReductionKernel:
                                       "output per reduction")
         self.nin = len(self.in_params)
         self.map_expr, self.reduce_expr = map_expr, reduce_expr
-        self.post_map_expr, self.identity = post_map_expr, identity
+        self.post_map_expr = post_map_expr
+        self.identity = "" if identity is None else str(identity)
         self.name = name
         self.reduce_type = reduce_type
         self.preamble = preamble
         self.options = options
+        self._translated = {}
 
     def __call__(self, *args, out=None, axis=None, keepdims=False,
                  stream=None):
@@ -187,7 +210,10 @@ class ReductionKernel:
         host_in = [_host_value(p, a, dtype_of, shape)
                    for p, a in zip(self.in_params, args)]
         dst = out._a
-        twin = twins.lookup(self.name)
+        twin = _twin_or_translation(self, _ctranslate.reduction, dtype_of)
+        if out.size and 0 in shape and not self.identity.strip():
+            raise ValueError("zero-size array to reduction operation "
+                             f"{self.name} which has no identity")
 
         def run():
             dst[...] = twin(*host_in, axis=axis, keepdims=keepdims)
@@ -207,19 +233,28 @@ class RawKernel:
         self.backend = backend
 
     def __call__(self, grid, block, args, *, shared_mem=0, stream=None):
-        grid = grid if isinstance(grid, tuple) else (grid,)
-        block = block if isinstance(block, tuple) else (block,)
-        if not isinstance(args, tuple):
-            raise TypeError("kernel arguments must be a tuple")
+        # CuPy's Function.__call__ declares ``tuple grid, tuple block``;
+        # Cython's check gives this message
+        for what, v in (("grid", grid), ("block", block)):
+            if not isinstance(v, tuple):
+                raise TypeError(f"Argument '{what}' has incorrect type "
+                                f"(expected tuple, got {type(v).__name__})")
+        args = tuple(args)          # any sequence: a tuple or a list
         arrays = [a for a in args if isinstance(a, ndarray)]
         _check_device(arrays)
         for a in args:
-            if isinstance(a, numpy.ndarray) and a.ndim:
-                raise TypeError(f"Unsupported type {type(a)}: kernel "
-                                "arguments must be device arrays or scalars")
+            if isinstance(a, numpy.ndarray) and a.size != 1:
+                raise TypeError(
+                    "You are trying to pass a numpy.ndarray of shape {} as a "
+                    "kernel parameter. Only numpy.ndarrays of size one can be "
+                    "passed by value. If you meant to pass a pointer to "
+                    "__global__ memory, you need to pass a cupy.ndarray "
+                    "instead.".format(a.shape))
         host = tuple(a._a.reshape(-1) if isinstance(a, ndarray)
                      and a.flags.c_contiguous else
-                     a._a if isinstance(a, ndarray) else a for a in args)
+                     a._a if isinstance(a, ndarray) else
+                     a.reshape(-1)[0] if isinstance(a, numpy.ndarray) else a
+                     for a in args)
         twin = twins.lookup(self.name)
         _launch_on(stream, lambda: twin(grid, block, host,
                                       shared_mem=shared_mem))
@@ -235,6 +270,7 @@ class _Fused:
         self.name = name or func.__name__
         self.__name__ = self.name
         self.__doc__ = func.__doc__
+        self._types = {}
 
     def _body(self, *args):
         _fusing.on = True
@@ -243,19 +279,45 @@ class _Fused:
         finally:
             _fusing.on = False
 
+    def _result_type(self, args):
+        """The shape and dtype of the result, from a run of the body on
+        stand-ins: one element per array when the body is elementwise;
+        when it reduces (``cp.sum(x, axis=0)``), stand-ins of the real
+        shapes (read-only zero-stride views: no device memory is touched),
+        cached per signature as CuPy caches a fused kernel's compilation.
+        Errors in the body are raised here, at the call."""
+        key = tuple((a.shape, a.dtype) if isinstance(a, ndarray) else type(a)
+                    for a in args)
+        res = self._types.get(key)
+        if res is not None:
+            return res
+        _core._fusing.reduced = False
+        dummies = [numpy.zeros((1,) * max(a.ndim, 1), a.dtype)
+                   if isinstance(a, ndarray) else a for a in args]
+        with numpy.errstate(all="ignore"):
+            probe = numpy.asarray(self._body(*dummies))
+        bshape = _broadcast_shape([a for a in args if isinstance(a, ndarray)])
+        if _core._fusing.reduced or probe.ndim not in (0, len(bshape)):
+            full = [numpy.broadcast_to(numpy.zeros((), a.dtype), a.shape)
+                    if isinstance(a, ndarray) else a for a in args]
+            with numpy.errstate(all="ignore"):
+                probe = numpy.asarray(self._body(*full))
+            res = (probe.shape, probe.dtype)
+        elif probe.size == 1 and probe.ndim == 0:
+            res = ((), probe.dtype)
+        else:
+            res = (bshape, probe.dtype)
+        self._types[key] = res
+        return res
+
     def __call__(self, *args):
         arrays = [a for a in args if isinstance(a, ndarray)]
         if not arrays:
             return self.func(*args)
         _check_device(arrays)
-        shape = _broadcast_shape(arrays)
-        dummies = [numpy.zeros((1,) * max(a.ndim, 1), a.dtype)
-                   if isinstance(a, ndarray) else a for a in args]
-        with numpy.errstate(all="ignore"):
-            probe = numpy.asarray(self._body(*dummies))
-        if probe.size == 1 and probe.ndim == 0:
-            shape = ()
-        return _core._queue_into(shape, probe.dtype, self._body, args)
+        _broadcast_shape(arrays)
+        shape, dtype = self._result_type(args)
+        return _core._queue_into(shape, dtype, self._body, args)
 
 
 def fuse(*args, **kwargs):

@@ -1,6 +1,7 @@
 """The device memory pool (``cupy.cuda.memory``).
 
-Like CuPy's pool: sizes round up to 512 bytes; freed blocks stay cached in
+Like CuPy's pool: sizes round up to 512 bytes, and every allocation starts
+on a 256-byte boundary, as cudaMalloc's do; freed blocks stay cached in
 the arena of the stream they were allocated on and are reused (best fit,
 split and merged) by later allocations on that stream; when the device or
 the limit is exhausted the pool frees its cached blocks, collects garbage
@@ -9,12 +10,13 @@ memory: each block is a NumPy byte buffer.
 """
 import bisect
 import gc
+import operator
 import threading
 
 import numpy
 
 from . import runtime
-from .device import _state
+from .device import Device, _state
 from .memory_hook import _hooks
 from .stream import _tls as _stream_tls
 
@@ -26,7 +28,7 @@ def _round_size(size):
 
 
 class OutOfMemoryError(MemoryError):
-    """Out-of-memory error, with CuPy's message and a hint on what to do."""
+    """Out-of-memory error, with CuPy's message, word for word."""
 
     def __init__(self, size, total, limit=0):
         self._size, self._total, self._limit = size, total, limit
@@ -38,12 +40,13 @@ class OutOfMemoryError(MemoryError):
             msg = ("Out of memory allocating {:,} bytes "
                    "(allocated so far: {:,} bytes, "
                    "limit set to: {:,} bytes).".format(size, total, limit))
-        msg += (" Free arrays you no longer need, release cached blocks "
-                "with free_all_blocks(), or work on the data in chunks.")
         super().__init__(msg)
 
     def __reduce__(self):
         return (type(self), (self._size, self._total, self._limit))
+
+
+_ALIGN = 256          # cudaMalloc returns 256-byte aligned addresses
 
 
 class _Device_Memory:
@@ -52,7 +55,9 @@ class _Device_Memory:
     __slots__ = ("buf", "size", "ptr", "device_id")
 
     def __init__(self, size, device_id):
-        self.buf = numpy.empty(size, numpy.uint8)
+        raw = numpy.empty(size + _ALIGN - 1, numpy.uint8)
+        start = -raw.ctypes.data % _ALIGN
+        self.buf = raw[start:start + size]
         self.size = size
         self.ptr = self.buf.ctypes.data
         self.device_id = device_id
@@ -93,25 +98,23 @@ class _Arena:
 
     def take(self, size):
         """The smallest free chunk of ``size`` or more, split to ``size``."""
-        exact = self.by_size.get(size)
-        if exact:                                   # the common case
-            chunk = exact[-1]
-            self.remove(chunk)
-            return chunk
         i = bisect.bisect_left(self.sizes, size)
         if i == len(self.sizes):
             return None
         chunk = self.by_size[self.sizes[i]][-1]
         self.remove(chunk)
-        if chunk.size > size:
-            rest = _Chunk(chunk.mem, chunk.offset + size, chunk.size - size,
-                          self)
-            rest.prev, rest.next = chunk, chunk.next
-            if chunk.next is not None:
-                chunk.next.prev = rest
-            chunk.next = rest
-            chunk.size = size
-            self.insert(rest)
+        if chunk.size == size:                      # an exact fit: no split
+            return chunk
+        # ``sizes`` holds only sizes with a free chunk (remove() drops a
+        # size whose list empties), and bisect gave the first >= size, so
+        # here the chunk is strictly larger and the rest is never empty.
+        rest = _Chunk(chunk.mem, chunk.offset + size, chunk.size - size, self)
+        rest.prev, rest.next = chunk, chunk.next
+        if chunk.next is not None:
+            chunk.next.prev = rest
+        chunk.next = rest
+        chunk.size = size
+        self.insert(rest)
         return chunk
 
     def n_blocks(self):
@@ -152,9 +155,42 @@ class MemoryPointer:
     __slots__ = ("mem", "ptr", "device_id", "__weakref__")
 
     def __init__(self, mem, offset):
+        assert mem.ptr != 0 or offset == 0
         self.mem = mem
         self.ptr = mem.ptr + offset
         self.device_id = mem.device_id
+
+    def __int__(self):
+        """The pointer value."""
+        return self.ptr
+
+    def __repr__(self):
+        return "<{} 0x{:x} device={} mem={!r}>".format(
+            type(self).__name__, self.ptr, self.device_id, self.mem)
+
+    @property
+    def device(self):
+        return Device(self.device_id)
+
+    def __add__(self, offset):
+        """The pointer ``offset`` bytes further, into the same memory."""
+        offset = operator.index(offset)
+        assert self.ptr != 0 or offset == 0
+        return MemoryPointer(self.mem, self.ptr - self.mem.ptr + offset)
+
+    __radd__ = __add__
+
+    def __iadd__(self, offset):
+        offset = operator.index(offset)
+        assert self.ptr != 0 or offset == 0
+        self.ptr += offset
+        return self
+
+    def __sub__(self, offset):
+        return self + -operator.index(offset)
+
+    def __isub__(self, offset):
+        return self.__iadd__(-operator.index(offset))
 
     @property
     def _buffer(self):

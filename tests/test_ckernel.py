@@ -1,0 +1,241 @@
+"""A reader's own ElementwiseKernel / ReductionKernel in plain C runs on the
+CPU device model without a twin, with CUDA C's semantics (float32 stays
+float32, integer division truncates, comparisons give bool, float-to-int
+conversions saturate). Each expected value is NumPy written the CUDA way."""
+import numpy
+import pytest
+
+import src.cpudevice as cp
+from src import twins
+
+f32, f64, i32, u32 = numpy.float32, numpy.float64, numpy.int32, numpy.uint32
+XF = numpy.array([-2.75, -1.5, -0.25, 0.0, 0.5, 1.25, 2.5, 3.75], f32)
+XI = numpy.array([-7, -5, -3, -1, 0, 2, 5, 7], i32)
+YI = numpy.array([2, 3, -2, 4, 5, -3, 2, 3], i32)
+
+
+def test_the_issues_example_gives_cupys_result():
+    r = cp.ElementwiseKernel("T x", "T y", "y = x * 3 + 1", "k")(
+        cp.arange(5, dtype=cp.float32))
+    assert r.dtype == numpy.float32
+    numpy.testing.assert_array_equal(r.get(), [1, 4, 7, 10, 13])
+
+
+def _cdiv(a, b):       # C's integer division: truncate toward zero
+    q = numpy.abs(a) // numpy.abs(b)
+    return numpy.where((a < 0) != (b < 0), -q, q).astype(a.dtype)
+
+
+def _crem(a, b):       # C's %: the sign of the dividend
+    return (a - _cdiv(a, b) * b).astype(a.dtype)
+
+
+def _sat_int32(v):
+    v = numpy.trunc(v.astype(f64))
+    v = numpy.where(numpy.isnan(v), 0, v)
+    return numpy.clip(v, -2**31, 2**31 - 1).astype(i32)
+
+
+# (operation, out type, inputs, expected): 24 expressions
+CASES = [
+    ("y = x * 3 + 1", "T y", (XF,), XF * f32(3) + f32(1)),
+    ("y = -x / 4", "T y", (XF,), -XF / f32(4)),
+    # float32 arithmetic is float32: 1e-8f is lost beside 1.0f ...
+    ("y = (x + 1e-8f) - x", "T y", (XF + f32(1),),
+     (XF + f32(1) + f32(1e-8)) - (XF + f32(1))),
+    # ... while 1e-8 is a double literal, so the sum is double
+    ("y = (x + 1e-8) - x", "T y", (XF + f32(1),),
+     ((XF + f32(1)).astype(f64) + 1e-8 - (XF + f32(1))).astype(f32)),
+    ("y = sinf(x) * cosf(x)", "T y", (XF,), numpy.sin(XF) * numpy.cos(XF)),
+    ("y = expf(-x * x)", "T y", (XF,), numpy.exp(-XF * XF)),
+    ("y = sqrtf(fabsf(x))", "T y", (XF,), numpy.sqrt(numpy.abs(XF))),
+    ("y = powf(x, 2.0f) + fminf(x, 1.0f)", "T y", (XF,),
+     numpy.power(XF, f32(2)) + numpy.fmin(XF, f32(1))),
+    ("y = max(x, 0.0f)", "T y", (XF,), numpy.fmax(XF, f32(0))),
+    ("y = x > 0 ? log(x + 1) : -x", "T y", (XF,),
+     numpy.where(XF > 0, numpy.log(numpy.abs(XF) + f32(1)), -XF)),
+    ("y = exp(x) - 1", "float64 y", (XF.astype(f64),),
+     numpy.exp(XF.astype(f64)) - 1),
+    ("T t = x * 2; y = t + 1;", "T y", (XF,), XF * f32(2) + f32(1)),
+    ("float a = x, b = a * a; double c = b; y = c / 3;", "T y", (XF,),
+     ((XF * XF).astype(f64) / 3).astype(f32)),
+    ("y = (float)(int)x", "T y", (XF,), numpy.trunc(XF)),
+    ("y = x < 1 && x > -1", "bool y", (XF,), (XF < 1) & (XF > -1)),
+    ("y = (x > 0) + (x > 1) + !x", "int32 y", (XF,),
+     ((XF > 0).astype(i32) + (XF > 1) + (XF == 0))),
+    ("y = x / w", "T y", (XI, YI), _cdiv(XI, YI)),
+    ("y = x % w", "T y", (XI, YI), _crem(XI, YI)),
+    ("y = x * 1000000", "T y", (XI * 1000,),
+     (XI.astype(numpy.int64) * 1000 * 1000000).astype(i32)),   # wraps
+    ("unsigned int u = x; y = u > 5u", "bool y", (XI,),
+     XI.astype(u32) > 5),
+    ("y = (x << 2) ^ (x >> 1) | 1", "T y", (XI,),
+     ((XI << 2) ^ (XI >> 1)) | 1),
+    ("if (x < 0) y = -x; else { T t = x; y = t * 2; }", "T y", (XI,),
+     numpy.where(XI < 0, -XI, XI * 2)),
+    ("y = static_cast<int>(x * 1e10f)", "int32 y", (XF,),
+     _sat_int32(XF * f32(1e10))),
+    ("y = isnan(x) ? 0.0f : copysignf(fabsf(x), -1.0f) + M_PI", "T y", (XF,),
+     (-numpy.abs(XF)).astype(f64) + numpy.pi),
+]
+
+
+@pytest.mark.parametrize("op, out, args, expected", CASES,
+                         ids=[c[0] for c in CASES])
+def test_plain_c_follows_cuda_semantics(op, out, args, expected):
+    names = "xw"[:len(args)]
+    k = cp.ElementwiseKernel(", ".join(f"T {n}" for n in names), out, op,
+                             "ck_case")
+    r = k(*[cp.asarray(a) for a in args])
+    expected = numpy.asarray(expected)
+    if out.startswith("T"):
+        assert r.dtype == args[0].dtype
+    else:
+        assert r.dtype == numpy.dtype(out.split()[0])
+    numpy.testing.assert_allclose(r.get(), expected.astype(r.dtype),
+                                  rtol=2e-7 if r.dtype == f32 else 1e-15,
+                                  atol=0)
+
+
+def test_at_least_twenty_expressions_are_tested():
+    assert len(CASES) >= 20
+
+
+def test_scalars_outputs_given_and_the_element_index():
+    k = cp.ElementwiseKernel("T x, float32 s", "T y",
+                             "y = x * s + i", "ck_scalar")
+    r = k(cp.arange(4, dtype=cp.float32), 2.5)
+    numpy.testing.assert_array_equal(r.get(), numpy.arange(4) * 2.5 +
+                                     numpy.arange(4))
+    out = cp.full(4, 10.0, cp.float32)
+    acc = cp.ElementwiseKernel("T x", "T y", "y += x", "ck_acc")
+    assert acc(cp.ones(4, cp.float32), out) is out
+    numpy.testing.assert_array_equal(out.get(), [11] * 4)
+    rev = cp.ElementwiseKernel("raw T x", "T y",
+                               "y = x[_ind.size() - i - 1]", "ck_rev")
+    numpy.testing.assert_array_equal(
+        rev(cp.arange(5.0), cp.empty(5)).get(), [4, 3, 2, 1, 0])
+
+
+def test_float_to_int_conversion_saturates_like_the_gpu():
+    x = cp.asarray(numpy.array([numpy.nan, numpy.inf, -numpy.inf, -1.5,
+                                3e9, -3e9, 2.9], f32))
+    r = cp.ElementwiseKernel("T x", "int32 y", "y = x", "ck_sat")(x).get()
+    assert r.tolist() == [0, 2**31 - 1, -2**31, -1, 2**31 - 1, -2**31, 2]
+    u = cp.ElementwiseKernel("T x", "uint32 y", "y = x", "ck_satu")(x).get()
+    assert u.tolist() == [0, 2**32 - 1, 0, 0, 3000000000, 0, 2]
+
+
+def test_reduction_kernels_run_from_their_expressions():
+    host = numpy.arange(12, dtype=f32).reshape(3, 4) - 5
+    x = cp.asarray(host)
+    l2 = cp.ReductionKernel("T x", "T y", "x * x", "a + b", "y = sqrt(a)",
+                            "0", "ck_l2")
+    numpy.testing.assert_allclose(l2(x).get(), numpy.sqrt((host ** 2).sum()),
+                                  rtol=1e-6)
+    r = l2(x, axis=1)
+    assert r.dtype == f32 and r.shape == (3,)
+    numpy.testing.assert_allclose(r.get(), numpy.sqrt((host ** 2).sum(1)),
+                                  rtol=1e-6)
+    assert l2(x, axis=0, keepdims=True).shape == (1, 4)
+    mx = cp.ReductionKernel("T x", "T y", "x", "max(a, b)", "y = a",
+                            "-INFINITY", "ck_max")
+    numpy.testing.assert_array_equal(mx(x, axis=0).get(), host.max(0))
+    cnt = cp.ReductionKernel("T x", "int64 y", "x > 0", "a + b", "y = a",
+                             "0", "ck_count", reduce_type="long long")
+    assert int(cnt(x)) == int((host > 0).sum())
+    sel = cp.ReductionKernel("T x", "T y", "x", "a < b ? a : b", "y = a * 2",
+                             "CUDART_INF_F", "ck_min2")
+    assert float(sel(x[:, 1:])) == 2 * host[:, 1:].min()
+    # an odd length and an empty reduction (which gives the identity)
+    assert float(l2(cp.ones(7, cp.float32))) == pytest.approx(7 ** 0.5)
+    assert float(l2(cp.zeros(0, cp.float32))) == 0.0
+
+
+def test_reduction_without_identity_refuses_empty_input_at_the_call():
+    k = cp.ReductionKernel("T x", "T y", "x", "max(a, b)", "y = a", None,
+                           "ck_noid")
+    assert float(k(cp.arange(5.0))) == 4.0
+    with pytest.raises(ValueError, match="zero-size array to reduction "
+                       "operation ck_noid which has no identity"):
+        k(cp.zeros((2, 0)))              # raised here, not at a later sync
+    assert k(cp.zeros((0, 3)), axis=1).shape == (0,)
+
+
+def test_a_registered_twin_wins_over_the_translation():
+    calls = []
+
+    @twins.register("ck_twin_wins")
+    def _twin(x, y):
+        calls.append(1)
+        y[...] = 42
+    try:
+        k = cp.ElementwiseKernel("T x", "T y", "y = x", "ck_twin_wins")
+        assert k(cp.ones(3)).get().tolist() == [42, 42, 42]
+        assert calls
+    finally:
+        twins._TWINS.pop("ck_twin_wins")
+
+
+def test_raw_kernel_without_twin_keeps_its_error():
+    k = cp.RawKernel("extern \"C\" __global__ void f(float *x) {}", "ck_raw")
+    with pytest.raises(NotImplementedError, match="has no NumPy twin"):
+        k((1,), (1,), (cp.ones(1),))
+
+
+@pytest.mark.parametrize("op, what", [
+    ("for (int j = 0; j < 3; j++) y += x", "a `for` loop"),
+    ("while (x > 0) y = x", "a `while` loop"),
+    ("y = x; return", "`return`"),
+    ("y = foo(x)", "the function foo()"),
+    ("y = *x", "expected an expression"),
+    ("y = x->z", "'->'"),
+    ("y[i] = x", "a write to a raw array"),
+])
+def test_code_outside_the_grammar_names_what_and_points_to_twins(op, what):
+    k = cp.ElementwiseKernel("T x", "raw T y" if "y[" in op else "T y", op,
+                             "ck_bad")
+    with pytest.raises(NotImplementedError) as e:
+        k(cp.ones(3), cp.ones(3))
+    assert what in str(e.value)
+    assert "src.twins.register('ck_bad')" in str(e.value)
+
+
+def test_a_preamble_needs_a_twin():
+    k = cp.ElementwiseKernel("T x", "T y", "y = f(x)", "ck_pre",
+                             preamble="__device__ float f(float a) "
+                             "{ return a; }")
+    with pytest.raises(NotImplementedError, match="preamble"):
+        k(cp.ones(3))
+
+
+@pytest.mark.parametrize("op, what", [
+    ("y = z + x", "'z' is undefined"),
+    ("y = x % 2.0f", "binary %"),
+    ("x = 1; y = x", "read-only"),
+    ("y = sinf(x, x)", "takes 1 argument"),
+])
+def test_invalid_c_raises_value_error_at_the_call(op, what):
+    k = cp.ElementwiseKernel("T x", "T y", op, "ck_invalid")
+    with pytest.raises(ValueError, match=what):
+        k(cp.ones(3, cp.float32))
+
+
+def test_literals_follow_c():
+    k = cp.ElementwiseKernel("T x", "uint32 y", "y = 0x10 + 010 + 1u + x",
+                             "ck_lit")
+    assert k(cp.zeros(1, cp.int32)).get().tolist() == [25]
+    k = cp.ElementwiseKernel("T x", "T y", "y = 3 / 2 + 3 / 2.0f + x",
+                             "ck_lit2")
+    assert k(cp.zeros(1, cp.float32)).get().tolist() == [2.5]
+    k = cp.ElementwiseKernel("T x", "T y", "y = -x", "ck_lit3")
+    assert k(cp.ones(1, cp.uint32)).get().tolist() == [2**32 - 1]
+
+
+def test_translation_is_cached_per_type_signature():
+    k = cp.ElementwiseKernel("T x", "T y", "y = x + 1", "ck_cache")
+    k(cp.ones(3, cp.float32))
+    k(cp.ones(3, cp.float32))
+    k(cp.ones(3, cp.int32))
+    assert len(k._translated) == 2
+    assert k(cp.ones(3, cp.int32)).dtype == numpy.int32

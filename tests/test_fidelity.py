@@ -1,0 +1,212 @@
+"""benchmarks/fidelity.py: its table's structure and its verdicts' logic.
+
+Cheap by design: the full measurement (about a minute) is not run here;
+one small effect is, end to end, and the rest works on synthetic numbers.
+"""
+import importlib.util
+import json
+import math
+from pathlib import Path
+
+import pytest
+import yaml
+
+ROOT = Path(__file__).resolve().parents[1]
+SCRIPT = ROOT / "benchmarks" / "fidelity.py"
+H100 = ROOT / "book" / "reference" / "nvidia-h100.json"
+
+
+@pytest.fixture(scope="module")
+def fid():
+    spec = importlib.util.spec_from_file_location("fidelity", SCRIPT)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def synthetic_raw(fid, value=1.0):
+    """Every number every live formula reads, set to ``value``."""
+    raw = {}
+    for e in fid.EFFECTS:
+        raw.setdefault(e.experiment, {}).update(
+            dict.fromkeys(fid.names_in(e.live), value))
+    return raw
+
+
+def test_at_least_15_effects_each_classed_and_measured(fid):
+    keys = [e.key for e in fid.EFFECTS]
+    assert len(keys) >= 15
+    assert len(set(keys)) == len(keys), "effect keys must be unique"
+    classes = {e.cls for e in fid.EFFECTS}
+    assert classes == {fid.DEVICE_ONLY, fid.MIXED}
+    for e in fid.EFFECTS:
+        assert e.experiment in fid.EXPERIMENTS, e.key
+        assert fid.names_in(e.live), e.key
+        assert e.title and "\n" not in e.title, e.key
+
+
+def test_each_effect_names_existing_reference_keys(fid):
+    lessons = json.loads(H100.read_text())["lessons"]
+    for e in fid.EFFECTS:
+        assert e.refs, e.key
+        keys = {}
+        for full in e.refs:
+            lesson, key = full.split("/", 1)
+            assert key in lessons.get(lesson, {}).get("values", {}), \
+                f"{e.key}: {full} is not in {H100.name}"
+            keys[key] = lessons[lesson]["values"][key]["value"]
+        assert len(keys) == len(e.refs), f"{e.key}: a key named twice"
+        assert fid.names_in(e.formula) == set(keys), \
+            f"{e.key}: the formula must read exactly its reference keys"
+        value = fid.evaluate(e.formula, keys)
+        assert math.isfinite(value) and value > 0, (e.key, value)
+
+
+def test_the_reference_gives_the_h100s_ratios(fid):
+    _, ref_of = fid.load_reference(H100)
+    by_key = {e.key: e for e in fid.EFFECTS}
+    for key, expected in [("pinned_over_pageable_bw", 5.98),
+                          ("pageable_nb_over_b_blocked", 0.833),
+                          ("demo_v1_speedup", 1.20),
+                          ("first_over_later", 2929),
+                          ("copy_over_add", 14.6)]:
+        if key in by_key:
+            value, state = ref_of(by_key[key])
+            assert value == pytest.approx(expected, rel=0.01), key
+            assert state in ("current", "stale")
+
+
+def test_every_mixed_effect_says_why_it_may_disagree(fid):
+    for e in fid.EFFECTS:
+        if e.cls == fid.MIXED:
+            assert e.reason and "\n" not in e.reason, e.key
+            assert len(e.reason) < 200, e.key
+
+
+def test_device_only_verdict_is_a_factor_of_two_either_way(fid):
+    v = fid.verdict
+    d = fid.DEVICE_ONLY
+    assert v(d, 1.9, 1.0) == fid.AGREES
+    assert v(d, 0.51, 1.0) == fid.AGREES
+    assert v(d, 2.0, 1.0) == fid.AGREES
+    assert v(d, 2.1, 1.0) == fid.DIFFERS
+    assert v(d, 0.49, 1.0) == fid.DIFFERS
+    assert v(d, 30.0, 16.0) == fid.AGREES
+    assert v(d, 0.6, 16.0) == fid.DIFFERS
+
+
+def test_a_speedup_is_judged_by_its_gain(fid):
+    v, d = fid.verdict, fid.DEVICE_ONLY
+    assert v(d, 1.0, 1.2) == fid.AGREES                 # as a plain ratio
+    assert v(d, 1.0, 1.2, gain=True) == fid.DIFFERS     # no gain at all
+    assert v(d, 0.9, 1.2, gain=True) == fid.DIFFERS     # a loss
+    assert v(d, 1.11, 1.2, gain=True) == fid.AGREES
+    assert v(d, 1.39, 1.2, gain=True) == fid.AGREES
+    assert v(d, 1.45, 1.2, gain=True) == fid.DIFFERS
+    assert v(d, 2.7, 1.89, gain=True) == fid.AGREES
+    assert v(d, 3.0, 1.89, gain=True) == fid.DIFFERS
+    for e in fid.EFFECTS:
+        assert not e.gain or e.cls == d, f"{e.key}: gain is device-only"
+
+
+def test_mixed_verdict_is_the_direction_with_a_band_around_one(fid):
+    v, m, band = fid.verdict, fid.MIXED, fid.BAND
+    assert band > 1
+    assert v(m, 20.0, 2929.0) == fid.AGREES          # both above
+    assert v(m, 0.03, 0.008) == fid.AGREES           # both below
+    assert v(m, 1.05, 0.85) == fid.AGREES            # both about 1
+    assert v(m, 0.5, 2.0) == fid.FLAGGED             # opposite ways
+    assert v(m, 1.0, 3.0) == fid.FLAGGED             # flat against a gain
+    assert v(m, 0.2, 0.83) == fid.FLAGGED            # a drop against ~1
+    assert v(m, band * 1.01, 1.0) == fid.FLAGGED
+    assert fid.direction(band * 0.99) == "about 1"
+    assert fid.direction(1 / band * 1.01) == "about 1"
+
+
+def test_a_missing_number_is_no_verdict(fid):
+    d = fid.DEVICE_ONLY
+    assert fid.verdict(d, 1.0, None) == fid.NO_REFERENCE
+    assert fid.verdict(d, float("nan"), 1.0) == fid.NOT_MEASURED
+    assert fid.verdict(fid.MIXED, None, 2.0) == fid.NOT_MEASURED
+    assert fid.verdict(d, 0.0, 1.0) == fid.NOT_MEASURED
+    with pytest.raises(ValueError):
+        fid.verdict("other", 1.0, 1.0)
+
+
+def test_synthetic_result_summary_table_and_page(fid):
+    info, ref_of = fid.load_reference(H100)
+    result = fid.assemble(fid.EFFECTS, synthetic_raw(fid), {}, info, ref_of)
+    rows = result["effects"]
+    assert list(rows) == [e.key for e in fid.EFFECTS]
+    for key, row in rows.items():
+        assert row["verdict"] in (fid.AGREES, fid.DIFFERS, fid.FLAGGED), key
+        assert (row["verdict"] == fid.FLAGGED) == bool(row["reason"]), key
+        assert row["judged_on"] in ("ratio", "gain (ratio - 1)"), key
+    s = result["summary"]
+    assert s["device_only"] + s["mixed"] == len(rows)
+    assert "lessons' GPU sizes" in result["reference"]["note"]
+    assert "until a GPU runs fidelity.py itself" in fid.table(result)
+
+    page = fid.markdown(result)
+    assert page.startswith("# ")
+    assert ("| effect | lesson | class | this model | NVIDIA H100 | "
+            "agrees? | reason if flagged |") in page
+    assert "until a GPU runs fidelity.py itself" in page
+    for row in rows.values():
+        assert f"| {row['title']} |" in page
+        if row["reason"]:
+            assert row["reason"] in page
+
+
+def test_must_show_needs_every_device_effect_and_few_flags(fid):
+    def rows(device, mixed):
+        out = {}
+        for i, v in enumerate(device):
+            out[f"d{i}"] = {"class": fid.DEVICE_ONLY, "verdict": v}
+        for i, v in enumerate(mixed):
+            out[f"m{i}"] = {"class": fid.MIXED, "verdict": v}
+        return out
+    a, f, d = fid.AGREES, fid.FLAGGED, fid.DIFFERS
+    assert fid.summarize(rows([a, a], [a, a, a, f]))["must_show_met"]
+    assert not fid.summarize(rows([a, d], [a, a, a, a]))["must_show_met"]
+    assert not fid.summarize(rows([a, a], [a, a, f, f]))["must_show_met"]
+    assert not fid.summarize(
+        rows([a], [a, a, a, fid.NOT_MEASURED]))["must_show_met"]
+
+
+def test_a_gpu_run_of_fidelity_can_be_the_reference(fid, tmp_path):
+    gpu = tmp_path / "fidelity-gpu.json"
+    gpu.write_text(json.dumps({"devices": ["Some GPU"], "effects": {
+        fid.EFFECTS[0].key: {"live": 4.0}}}))
+    info, ref_of = fid.load_reference(gpu)
+    assert info["kind"] == "fidelity" and info["device"] == "Some GPU"
+    assert ref_of(fid.EFFECTS[0]) == (4.0, "measured")
+    assert ref_of(fid.EFFECTS[1])[0] is None
+
+
+def test_one_effect_end_to_end(fid, tmp_path):
+    out, page = tmp_path / "f.json", tmp_path / "f.md"
+    fid.main(["--only", "copy_over_add", "--json", str(out),
+              "--markdown", str(page)])
+    result = json.loads(out.read_text())
+    assert list(result["effects"]) == ["copy_over_add"]
+    row = result["effects"]["copy_over_add"]
+    assert row["live"] > 0 and math.isfinite(row["live"])
+    assert row["verdict"] in (fid.AGREES, fid.DIFFERS)
+    assert result["backend"] in ("cpu", "gpu")
+    assert "copy_over_add" in page.read_text()
+    with pytest.raises(SystemExit):
+        fid.run(["no_such_effect"])
+
+
+def test_the_page_is_generated_and_in_the_reference_part(fid):
+    toc = yaml.safe_load((ROOT / "_toc.yml").read_text())
+    reference = next(p for p in toc["parts"] if p["caption"] == "Reference")
+    files = [c["file"] for c in reference["chapters"]]
+    assert "book/fidelity" in files
+    assert files.index("book/fidelity") == files.index("book/misuse") + 1
+    page = (ROOT / "book" / "fidelity.md").read_text()
+    assert "Generated by benchmarks/fidelity.py" in page
+    stored = json.loads(
+        (ROOT / "benchmarks" / "fidelity-cpu.json").read_text())
+    assert set(stored["effects"]) == {e.key for e in fid.EFFECTS}

@@ -1,0 +1,378 @@
+"""The reference runs (book/reference/): a real GPU's numbers beside each
+lesson's, each in a known state, and no glued number without a reference
+or a reason for having none."""
+import base64
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import nbformat
+import pytest
+
+import src
+from src import reference as R
+
+BOOK = Path(__file__).resolve().parents[1] / "book"
+LESSONS = R.lesson_names(BOOK)
+PNG = base64.b64decode(
+    "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNk+M9QDwAD"
+    "hgGAWjR9awAAAABJRU5ErkJggg==")
+
+
+def read(path):
+    return json.loads(Path(path).read_text())
+
+
+def glued_keys(nb):
+    return {k for k in R.read_glued(nb) if not k.endswith(R.REF_SUFFIX)}
+
+
+# -- the pieces ---------------------------------------------------------------
+def test_fingerprint_ignores_blank_lines_and_trailing_spaces():
+    code = "x = 1\ny = x + 1\nglue('y', y)"
+    assert R.fingerprint(code) == R.fingerprint(
+        "\nx = 1   \n\n\ny = x + 1\t\nglue('y', y)\n\n")
+    assert R.fingerprint(code) != R.fingerprint(code.replace("1", "2", 1))
+    assert R.fingerprint(code) != R.fingerprint("    " + code)   # indent
+
+
+def test_format_value():
+    assert R.format_value(1048576) == "1,048,576"
+    assert R.format_value(2928.6214) == "2,929"
+    assert R.format_value(188.0292) == "188"
+    assert R.format_value(0.0024312) == "0.00243"
+    assert R.format_value(1.5e-8) == "1.5e-08"
+    assert R.format_value(0.0) == "0"
+    assert R.format_value(float("nan")) == "nan"
+    assert R.format_value(True) == "True"
+    assert R.format_value("faster") == "faster"
+    np = pytest.importorskip("numpy")
+    assert R.format_value(np.float32(2.5)) == "2.5"
+    assert R.format_value(np.int64(4096)) == "4,096"
+
+
+def test_parse_glued_reads_numbers_text_and_numpy_scalars():
+    assert R.parse_glued("4096") == 4096
+    assert R.parse_glued("0.25") == 0.25
+    assert R.parse_glued("'faster'") == "faster"
+    assert R.parse_glued("np.float64(1.5)") == 1.5
+    assert R.parse_glued("<object at 0x1>") == "<object at 0x1>"
+
+
+def test_device_slug():
+    assert R.device_slug("NVIDIA H100 80GB HBM3") == "nvidia-h100"
+    assert R.device_slug("NVIDIA H200") == "nvidia-h200"
+    assert R.device_slug("NVIDIA A100-SXM4-80GB") == "nvidia-a100"
+    assert R.device_slug("NVIDIA GeForce RTX 4090") == \
+        "nvidia-geforce-rtx-4090"
+
+
+def test_capture_refuses_the_cpu_model_without_the_flag(monkeypatch,
+                                                        tmp_path):
+    with pytest.raises(R.RefusedError, match="CPU device model"):
+        R.refuse_model("cpu", allow_model=False)
+    R.refuse_model("cpu", allow_model=True)
+    R.refuse_model("gpu", allow_model=False)
+    if src.BACKEND == "gpu":
+        return                  # main(["capture"]) would run the lessons
+    monkeypatch.setattr(R, "REFERENCE_DIR", tmp_path)
+
+    def never(*args, **kwargs):
+        raise AssertionError("capture ran a lesson on the model")
+    monkeypatch.setattr(R, "execute", never)
+    monkeypatch.setattr(R.subprocess, "run", never)
+    assert R.main(["capture"]) == 2
+    assert not list(tmp_path.iterdir())
+
+
+# -- a small synthetic lesson -------------------------------------------------
+def glue_output(name, data):
+    return nbformat.v4.new_output(
+        "display_data", data={R.GLUE_PREFIX + k: v for k, v in data.items()},
+        metadata={"scrapbook": {"name": name, "mime_prefix": R.GLUE_PREFIX}})
+
+
+def synthetic_lesson(banner="Backend: GPU, CuPy 14.2.0\n"
+                     "  device 0: NVIDIA H200, 139.8 GiB\n"):
+    nb = nbformat.v4.new_notebook()
+    first = nbformat.v4.new_code_cell("from src import banner\nbanner()")
+    first.outputs = [nbformat.v4.new_output("stream", name="stdout",
+                                            text=banner)]
+    measure = nbformat.v4.new_code_cell(
+        "ms = 1.5\nglue('ms', ms)\nglue('size', 4096)\n"
+        "glue('word', Markdown('faster'))")
+    measure.outputs = [
+        glue_output("ms", {"text/plain": "1.5"}),
+        glue_output("ms_ref", {"text/plain": "'2.0'"}),
+        glue_output("size", {"text/plain": "4096"}),
+        glue_output("word", {"text/plain": "<IPython.core.display.Markdown "
+                             "object>", "text/markdown": "faster"})]
+    figure = nbformat.v4.new_code_cell(
+        "ref.data('sweep', n=[1, 2], ms=[0.5, 0.75])\nplt.plot(x, y)")
+    figure.metadata["mystnb"] = {"figure": {"caption": "Time against n.",
+                                            "name": "fig-sweep"}}
+    figure.outputs = [
+        glue_output("sweep", {"text/plain": "figure data: n (2), ms (2)",
+                              R.FIGURE_DATA: {"n": [1, 2],
+                                              "ms": [0.5, 0.75]}}),
+        nbformat.v4.new_output("display_data", data={
+            "image/png": base64.b64encode(PNG).decode(),
+            "text/plain": "<Figure>"})]
+    failing = nbformat.v4.new_code_cell("cp.empty(-1)")
+    failing.metadata["tags"] = ["raises-exception"]
+    failing.outputs = [nbformat.v4.new_output(
+        "error", ename="ValueError", evalue="negative", traceback=[])]
+    nb.cells = [nbformat.v4.new_markdown_cell("# 99. Synthetic"), first,
+                measure, figure, failing]
+    return nb
+
+
+def write_nb(nb, path):
+    path.parent.mkdir(parents=True, exist_ok=True)
+    nbformat.write(nb, str(path))
+    return path
+
+
+def test_read_glued_kinds():
+    glued = R.read_glued(json.loads(nbformat.writes(synthetic_lesson())))
+    assert glued["ms"]["value"] == 1.5 and glued["ms"]["kind"] == "value"
+    assert glued["word"]["value"] == "faster"
+    assert glued["sweep"]["kind"] == "data"
+    assert glued["sweep"]["value"] == {"n": [1, 2], "ms": [0.5, 0.75]}
+
+
+def test_import_round_trip(tmp_path):
+    run = write_nb(synthetic_lesson(), tmp_path / "out" / "nb" /
+                   "99_synthetic.ipynb")
+    root = tmp_path / "reference"
+    path = R.import_notebooks([run], commit="abc1234", date="2026-11-23",
+                              root=root)
+    assert path == root / "nvidia-h200.json"
+    ref = read(path)
+    assert ref["device"]["name"] == "NVIDIA H200"
+    assert ref["device"]["cupy"] == "14.2.0"
+    assert (ref["date"], ref["commit"]) == ("2026-11-23", "abc1234")
+    part = ref["lessons"]["99_synthetic"]
+    assert (part["date"], part["commit"]) == ("2026-11-23", "abc1234")
+    assert {k: v["value"] for k, v in part["values"].items()} == {
+        "ms": 1.5, "size": 4096, "word": "faster"}        # no *_ref
+    assert part["data"]["sweep"]["series"] == {"n": [1, 2],
+                                               "ms": [0.5, 0.75]}
+    [figure] = part["figures"]
+    assert figure["file"] == "nvidia-h200/99_synthetic-cell03.png"
+    assert figure["caption"] == "Time against n."
+    assert (root / figure["file"]).read_bytes() == PNG
+
+    # The lesson as it is now: the same code is current, ...
+    book = tmp_path / "book"
+    nb = synthetic_lesson()
+    write_nb(nb, book / "99_synthetic.ipynb")
+    exclusions = {"99_synthetic": {"size": "chosen by the lesson"}}
+
+    def states():
+        return R.lesson_status("99_synthetic", "nvidia-h200", book=book,
+                               exclusions=exclusions, root=root)
+    assert states() == {"ms": R.CURRENT, "word": R.CURRENT,
+                        "sweep": R.CURRENT, "size": R.EXCLUDED}
+    # ... blank lines and trailing spaces change nothing, ...
+    nb.cells[2].source = "\n" + nb.cells[2].source.replace("\n", "  \n\n")
+    write_nb(nb, book / "99_synthetic.ipynb")
+    assert states()["ms"] == R.CURRENT
+    # ... changed code is stale, and a new key is not captured.
+    nb.cells[2].source += "\nglue('new_ms', 2 * ms)"
+    write_nb(nb, book / "99_synthetic.ipynb")
+    assert states() == {"ms": R.STALE, "word": R.STALE, "sweep": R.CURRENT,
+                        "size": R.EXCLUDED, "new_ms": R.NOT_CAPTURED}
+
+    # Importing again keeps the other lessons' parts.
+    other = write_nb(synthetic_lesson(), tmp_path / "b" / "98_other.ipynb")
+    R.import_notebooks([other], commit="def5678", date="2026-11-24",
+                       root=root)
+    ref = read(path)
+    assert set(ref["lessons"]) == {"98_other", "99_synthetic"}
+    assert ref["lessons"]["99_synthetic"]["commit"] == "abc1234"
+    assert ref["commit"] == "def5678"
+
+
+def test_import_reads_the_run_beside_the_notebooks(tmp_path):
+    """tools/gpu/run.sh writes run.json (``run-info``) beside nb/."""
+    run = write_nb(synthetic_lesson(), tmp_path / "out" / "nb" /
+                   "99_synthetic.ipynb")
+    (tmp_path / "out" / "run.json").write_text(json.dumps({
+        "date": "2026-11-30", "commit": "1234abc",
+        "device": {"name": "NVIDIA H200", "backend": "gpu",
+                   "cuda_runtime": "13.0", "sms": 132}}))
+    ref = read(R.import_notebooks([run], root=tmp_path / "reference"))
+    assert (ref["date"], ref["commit"]) == ("2026-11-30", "1234abc")
+    assert ref["device"] == {"name": "NVIDIA H200", "backend": "gpu",
+                             "cuda_runtime": "13.0", "sms": 132,
+                             "cupy": "14.2.0"}
+
+
+def test_import_refuses_the_model_and_unexpected_errors(tmp_path):
+    model = write_nb(synthetic_lesson(
+        "Backend: CPU device model (...)\n  device 0: Model, 1.0 GiB\n"),
+        tmp_path / "m" / "99_synthetic.ipynb")
+    with pytest.raises(R.RefusedError, match="CPU device model"):
+        R.import_notebooks([model], device="model", root=tmp_path / "r")
+    nb = synthetic_lesson()
+    nb.cells[-1].metadata["tags"] = []
+    broken = write_nb(nb, tmp_path / "e" / "99_synthetic.ipynb")
+    with pytest.raises(R.RefusedError, match="lessons failed"):
+        R.import_notebooks([broken], root=tmp_path / "r")
+    assert not (tmp_path / "r").exists()
+
+
+def test_lesson_glues_the_reference_beside_each_value(monkeypatch,
+                                                      tmp_path):
+    glued = []
+    monkeypatch.setattr("myst_nb.glue", lambda name, value, display=True:
+                        glued.append((name, value)))
+    run = write_nb(synthetic_lesson(), tmp_path / "run" / "99_synthetic"
+                   ".ipynb")
+    R.import_notebooks([run], device="gpu-x", commit="abc1234",
+                       date="2026-11-23", root=tmp_path / "reference")
+    book = tmp_path / "book"
+    write_nb(synthetic_lesson(), book / "99_synthetic.ipynb")
+    (tmp_path / "reference" / "exclusions.json").write_text(json.dumps(
+        {"99_synthetic": {"size": "chosen by the lesson"}}))
+    monkeypatch.setattr(R, "BOOK", book)
+    monkeypatch.setattr(R, "REFERENCE_DIR", tmp_path / "reference")
+    ref = R.Lesson("99_synthetic", device="gpu-x")
+    ref.glue("ms", 3.25)
+    ref.glue("size", 4096)
+    ref.glue("unknown", 7.0)
+    assert glued == [("ms", 3.25), ("ms_ref", "1.5"), ("size", 4096),
+                     ("unknown", 7.0), ("unknown_ref", "not captured")]
+    assert ref.status("size") == R.EXCLUDED
+    assert ref.reference("ms") == 1.5
+    series = ref.data("sweep", n=range(2), ms=[0.5, 0.75])
+    assert series == {"n": [0, 1], "ms": [0.5, 0.75]}
+    assert ref.reference("sweep") == {"n": [1, 2], "ms": [0.5, 0.75]}
+    with pytest.raises(TypeError):
+        ref.data("bad", x=[object()])
+    assert {k: s for k, _, _, s in ref.rows()} == {
+        "ms": R.CURRENT, "size": R.EXCLUDED, "unknown": R.NOT_CAPTURED,
+        "sweep": R.CURRENT}
+
+
+def test_figure_data_is_glued_as_json_a_notebook_can_store():
+    from IPython.core.formatters import format_display_data
+    bundle, _ = format_display_data(R.FigureData({"n": [1, 2]}))
+    assert bundle[R.FIGURE_DATA] == {"n": [1, 2]}
+    nb = nbformat.v4.new_notebook()
+    cell = nbformat.v4.new_code_cell("ref.data('n', n=[1, 2])")
+    cell.outputs = [glue_output("n", bundle)]
+    nb.cells = [cell]
+    nbformat.validate(nb)
+
+
+def test_status_command_runs_from_book():
+    out = subprocess.run([sys.executable, "-m", "src.reference", "status"],
+                         cwd=BOOK, capture_output=True, text=True,
+                         timeout=120)
+    assert out.returncode == 0, out.stderr
+    for lesson in LESSONS:
+        assert lesson in out.stdout
+
+
+# -- the book's reference -----------------------------------------------------
+def test_the_default_reference_records_device_run_and_figures():
+    ref = R.load()
+    assert ref["device"].get("name"), "no device name"
+    assert ref.get("date") and ref.get("commit")
+    for lesson, part in ref["lessons"].items():
+        assert part.get("date") and part.get("commit"), lesson
+        for figure in part.get("figures", []):
+            assert (R.REFERENCE_DIR / figure["file"]).is_file(), figure
+            assert figure["caption"], figure
+
+
+@pytest.fixture(params=LESSONS)
+def lesson(request):
+    return request.param
+
+
+def test_every_glued_value_has_a_reference_or_a_reason(lesson):
+    """Each key a lesson glues (its stored outputs, ``*_ref`` aside) has
+    a value in the default reference (current or stale), or an exclusion
+    with a reason, or is shown as "not captured": glued through
+    `Lesson.glue` (its ``*_ref`` is glued beside it), listed by
+    ``ref.compare()``, or figure data glued by `Lesson.data`."""
+    bare = R.unshown_keys(read(BOOK / f"{lesson}.ipynb"), lesson)
+    assert not bare, (
+        f"{lesson} glues {bare} with no reference value, no exclusion and "
+        "no 'not captured' shown: glue them through "
+        f"`ref = Lesson({lesson!r})`, or list them with a reason in "
+        "book/reference/exclusions.json")
+
+
+def test_unshown_keys_finds_a_bare_glue():
+    nb = synthetic_lesson()
+    nb.cells[2].outputs.append(glue_output("bare", {"text/plain": "1.0"}))
+    nb = json.loads(nbformat.writes(nb))
+    empty = {"lessons": {}}
+    # ms has its ms_ref, sweep is figure data: both shown.
+    assert R.unshown_keys(nb, "99_synthetic", empty, {}) == [
+        "bare", "size", "word"]
+    assert R.unshown_keys(nb, "99_synthetic", empty, {"99_synthetic": {
+        "size": "chosen", "word": "a word"}}) == ["bare"]
+    captured = {"lessons": {"99_synthetic": {"values": {
+        "bare": {"value": 1.0, "cell": "x"}}}}}
+    assert R.unshown_keys(nb, "99_synthetic", captured, {"99_synthetic": {
+        "size": "chosen", "word": "a word"}}) == []
+    nb["cells"][2]["outputs"].append(nbformat.v4.new_output(
+        "display_data", data={"text/html": R.compare_table(
+            "GPU", "never", "-", [("bare", "1", "", R.NOT_CAPTURED),
+                                  ("size", "4,096", "", R.NOT_CAPTURED),
+                                  ("word", "a", "", R.NOT_CAPTURED)])}))
+    assert R.unshown_keys(nb, "99_synthetic", empty, {}) == []
+
+
+def test_lesson_in_a_kernel_stores_what_the_tools_read(tmp_path):
+    """Lesson.glue, .data and .compare in a real kernel, as a lesson
+    runs them: the stored notebook holds each value, its reference text,
+    the figure data as JSON and the comparison table."""
+    nb = nbformat.v4.new_notebook()
+    nb.cells = [nbformat.v4.new_code_cell(
+        "from src.reference import Lesson\n"
+        "ref = Lesson('99_not_a_lesson')\n"
+        "ref.glue('ms', 1.5, display=False)\n"
+        "ref.data('sweep', n=[1, 2], ms=[0.5, 0.75])\n"
+        "ref.compare()")]
+    R.execute_notebook(nb, timeout=120)
+    path = write_nb(nb, tmp_path / "99_not_a_lesson.ipynb")
+    stored = read(path)
+    glued = R.read_glued(stored)
+    assert glued["ms"]["value"] == 1.5
+    assert glued["ms_ref"]["value"] == R.NOT_CAPTURED
+    assert glued["sweep"] == {**glued["sweep"], "kind": "data", "value": {
+        "n": [1, 2], "ms": [0.5, 0.75]}}
+    assert R.compared_keys(stored) == {"ms", "sweep"}
+    assert R.unshown_keys(stored, "99_not_a_lesson", {"lessons": {}},
+                          {}) == []
+
+
+def test_exclusions_name_glued_keys_with_reasons():
+    exclusions = R.load_exclusions()
+    assert set(exclusions) <= set(LESSONS), "exclusions of unknown lessons"
+    for lesson, keys in exclusions.items():
+        glued = glued_keys(read(BOOK / f"{lesson}.ipynb")) | set(
+            R.current_fingerprints(lesson))
+        stale = sorted(set(keys) - glued)
+        assert not stale, f"{lesson} no longer glues {stale}: drop them " \
+            "from book/reference/exclusions.json"
+        for key, reason in keys.items():
+            assert isinstance(reason, str) and reason.strip(), key
+
+
+def test_gpu_lane_scripts_parse():
+    tools = BOOK.parent / "tools" / "gpu"
+    for name in ("prepare.sh", "run.sh", "refresh-reference.sh"):
+        out = subprocess.run(["bash", "-n", str(tools / name)],
+                             capture_output=True, text=True, timeout=60)
+        assert out.returncode == 0, (name, out.stderr)
+    ignored = (BOOK.parent / ".gitignore").read_text().split()
+    assert "/.gpu/" in ignored, ".gpu/ (the lane's wheels and output) " \
+        "must stay out of git"

@@ -1,0 +1,20 @@
+#!/usr/bin/env bash
+# After a GPU run (`bash .gpu/run.sh` or `bash .gpu/run.sh lessons`), from
+# the project root, on the GPU machine or wherever $OUT was copied:
+#     bash tools/gpu/refresh-reference.sh [--device SLUG] [--commit C] ...
+# stores the lessons in $OUT/nb (default .gpu/out/nb), with the device,
+# date and commit in $OUT/run.json, as their device's reference:
+# book/reference/<slug>.json and its figures in book/reference/<slug>/.
+# Other options: python -m src.reference import --help (from book/).
+set -euo pipefail
+root=$(cd "$(dirname "$0")/../.." && pwd)
+OUT=${OUT:-.gpu/out}
+case $OUT in /*) ;; *) OUT="$root/$OUT" ;; esac
+python=${PYTHON:-python3}
+[ -z "${PYTHON:-}" ] && [ -x "$root/.venv/bin/python" ] && python="$root/.venv/bin/python"
+[ -d /tmp/gpu-site ] && export PYTHONPATH=/tmp/gpu-site${PYTHONPATH:+:$PYTHONPATH}
+shopt -s nullglob
+notebooks=("$OUT"/nb/*.ipynb)
+[ ${#notebooks[@]} -gt 0 ] || { echo "no lessons in $OUT/nb: run bash .gpu/run.sh lessons first"; exit 1; }
+cd "$root/book"
+"$python" -m src.reference import "${notebooks[@]}" "$@"
