@@ -12,7 +12,7 @@ WAIT_S = 20        # no wait in the tests lasts longer than this
 _gates = {}
 
 
-@twins.register("test_engine_gate")
+@twins.register("test_engine_gate", real_time=True)
 def _engine_gate(x, key, y):
     """Holds the compute engine until the gate ``key`` opens."""
     if not _gates[int(key)].wait(WAIT_S):

@@ -28,11 +28,12 @@ def pick(cpu, gpu):
 def banner():
     """Print which backend runs this lesson and on which devices."""
     if BACKEND == "gpu":
-        kind = f"GPU, CuPy {cp.__version__}"
+        print(f"Backend: GPU, CuPy {cp.__version__}")
     else:
-        kind = ("CPU device model (no usable GPU, or BOOK_BACKEND=cpu): "
-                "real work on the CPU, CPU numbers")
-    print(f"Backend: {kind}")
+        from .cpudevice import _hardware
+        print("Backend: CPU device model (no usable GPU, or BOOK_BACKEND=cpu)")
+        print("  real work on the CPU; device timings modelled on an")
+        print(f"  {_hardware.profile.device} profile (see backends.md)")
     for i, name in enumerate(device_names()):
         total = cp.cuda.runtime.getDeviceProperties(i)["totalGlobalMem"]
         print(f"  device {i}: {name}, {total / 2**30:.1f} GiB")

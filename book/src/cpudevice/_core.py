@@ -15,6 +15,7 @@ import threading
 import numpy
 from numpy.lib.array_utils import normalize_axis_tuple
 
+from . import _hardware
 from .cuda import runtime
 from .cuda.device import Device
 from .cuda.memory import get_default_memory_pool
@@ -32,10 +33,18 @@ def _in_fused_body():
     return getattr(_fusing, "on", False)
 
 
-def _launch(fn):
-    """Queue ``fn`` on the compute engine of the current stream."""
+def _launch(fn, nbytes=0, flops=0):
+    """Queue ``fn`` on the compute engine of the current stream, as a kernel
+    that moves ``nbytes`` bytes and does ``flops`` operations (its device
+    time comes from the profile's cost model)."""
     q = _queue_of(None)
-    q.submit(fn, q.dev.compute)
+    q.submit(fn, q.dev.compute,
+             cost=_hardware.profile.kernel_cost(nbytes, flops))
+
+
+def _nbytes(args):
+    """Bytes a kernel reads from the device arrays among ``args``."""
+    return sum(a._a.nbytes for a in args if isinstance(a, ndarray))
 
 
 def _queue_into(shape, dtype, fn, args):
@@ -47,7 +56,7 @@ def _queue_into(shape, dtype, fn, args):
 
     def run():
         dst[...] = fn(*views)
-    _launch(run)
+    _launch(run, _nbytes(args) + dst.nbytes)
     return out
 
 
@@ -153,7 +162,8 @@ def _ufunc(uf, *args, out=None, dtype=None):
     if uf.nout > 1:
         outs = tuple(_empty(shape, d) for d in res_dtype)
         oviews = tuple(o._a for o in outs)
-        _launch(lambda: uf(*views, out=oviews, dtype=dtype))
+        _launch(lambda: uf(*views, out=oviews, dtype=dtype),
+                _nbytes(arrays) + sum(o.nbytes for o in oviews))
         return outs
     if out is None:
         out = _empty(shape, res_dtype)
@@ -170,7 +180,8 @@ def _ufunc(uf, *args, out=None, dtype=None):
                 f"to provided output parameter (typecode '{out.dtype.char}')"
                 " according to the casting rule ''same_kind''")
     oview = out._a
-    _launch(lambda: uf(*views, out=oview, dtype=dtype))
+    _launch(lambda: uf(*views, out=oview, dtype=dtype),
+            _nbytes(arrays) + oview.nbytes)
     return out
 
 
@@ -260,7 +271,7 @@ def _reduce(func, a, axis=None, dtype=None, out=None, keepdims=False,
     else:
         def run():
             func(src, axis=axis, out=dst, keepdims=keepdims, **kw)
-    _launch(run)
+    _launch(run, src.nbytes + dst.nbytes)
     return out
 
 
@@ -308,7 +319,9 @@ def _product(func, name, a, b, out=None):
     if out is None:
         out = _empty(shape, dt)
     av, bv, ov = a._a, b._a, out._a
-    _launch(lambda: func(av, bv, out=ov))
+    k = av.shape[-1]
+    _launch(lambda: func(av, bv, out=ov), av.nbytes + bv.nbytes + ov.nbytes,
+            2 * k * ov.size)
     return out
 
 
@@ -348,28 +361,50 @@ def _as_bytes_view(buf, like):
     return buf[:like.nbytes].view(like.dtype).reshape(like.shape)
 
 
-def _h2d(dst, src, stream=None):
+def _stage(nbytes, t0):
+    """The host has staged ``nbytes`` of pageable memory since ``t0``: it
+    is held at least as long as the profile says staging takes."""
+    _hardware.sleep_until(t0 + _hardware.profile.stage_cost(nbytes))
+
+
+def _h2d(dst, src, stream=None, sync=True):
     """Copy host array ``src`` into device view ``dst`` on ``stream``.
 
     From pinned memory: one asynchronous copy on the H2D engine. From
     pageable memory: the host first copies ``src`` into a bounce buffer
-    (the call blocks for that), then the engine copies the bounce buffer.
-    Returns the stream position of the copy.
+    (the call blocks for that), then the engine copies the bounce buffer;
+    with ``sync`` (cudaMemcpyAsync from pageable memory, as ``set`` does)
+    the call returns only when the copy is done, as on a GPU. Without it
+    (CuPy's own staging in pinned memory, as ``asarray`` does) the call
+    returns once the data is staged. Returns the copy's queue item.
     """
     q = _queue_of(stream)
     if q.capture is not None:
         raise RuntimeError("the current stream is capturing, so H2D "
                            "transfers are disallowed")
+    cost = _hardware.profile.copy_cost(src.nbytes, "H2D")
     if _pinned_range(src.ctypes.data, src.nbytes):
-        return q.submit(lambda: numpy.copyto(dst, src), q.dev.h2d)
+        return q.submit(lambda: numpy.copyto(dst, src), q.dev.h2d,
+                        cost=cost)
+    t0 = _hardware.clock()
+    if sync:
+        # The host is held until the copy is done, so ``src`` cannot change
+        # meanwhile: one real copy stands for the staging and the DMA,
+        # while the device clock counts both, one after the other.
+        staged = t0 + _hardware.profile.stage_cost(src.nbytes)
+        item = q.submit(lambda: numpy.copyto(dst, src), q.dev.h2d,
+                        cost=cost, issued=staged)
+        q.host_wait(item)
+        return item
     buf = _staging.take(src.nbytes)
     stage = _as_bytes_view(buf, src)
     numpy.copyto(stage, src)
+    _stage(src.nbytes, t0)
 
     def copy():
         numpy.copyto(dst, stage)
         _staging.give(buf)
-    return q.submit(copy, q.dev.h2d)
+    return q.submit(copy, q.dev.h2d, cost=cost)
 
 
 def _d2h(out, src, stream=None, blocking=True):
@@ -383,16 +418,21 @@ def _d2h(out, src, stream=None, blocking=True):
     if q.capture is not None:
         raise RuntimeError("the current stream is capturing, so D2H "
                            "transfers are disallowed")
+    cost = _hardware.profile.copy_cost(out.nbytes, "D2H")
     if _pinned_range(out.ctypes.data, out.nbytes):
-        seq = q.submit(lambda: numpy.copyto(out, src), q.dev.d2h)
+        item = q.submit(lambda: numpy.copyto(out, src), q.dev.d2h,
+                        cost=cost)
         if blocking:
-            q.host_wait(seq)
+            q.host_wait(item)
         return out
     buf = _staging.take(out.nbytes)
     stage = _as_bytes_view(buf, out)
-    q.host_wait(q.submit(lambda: numpy.copyto(stage, src), q.dev.d2h))
+    q.host_wait(q.submit(lambda: numpy.copyto(stage, src), q.dev.d2h,
+                         cost=cost))
+    t0 = _hardware.clock()
     numpy.copyto(out, stage)
     _staging.give(buf)
+    _stage(out.nbytes, t0)
     return out
 
 
@@ -507,7 +547,7 @@ class ndarray:
         _check_device([self])
         out = _empty(self.shape, self.dtype, order)
         src, dst = self._a, out._a
-        _launch(lambda: numpy.copyto(dst, src))
+        _launch(lambda: numpy.copyto(dst, src), src.nbytes + dst.nbytes)
         return out
 
     def astype(self, dtype, order="K", casting=None, subok=None, copy=True):
@@ -519,10 +559,12 @@ class ndarray:
         src, dst = self._a, out._a
         if src.dtype.kind == "c" and dtype.kind != "c":
             src = src.real              # CuPy takes .real, with no warning
+        nbytes = src.nbytes + dst.nbytes
         if src.dtype.kind == "f" and dtype.kind in "iu":
-            _launch(lambda: numpy.copyto(dst, _float_to_int(src, dtype)))
+            _launch(lambda: numpy.copyto(dst, _float_to_int(src, dtype)),
+                    nbytes)
         else:
-            _launch(lambda: numpy.copyto(dst, src, casting="unsafe"))
+            _launch(lambda: numpy.copyto(dst, src, casting="unsafe"), nbytes)
         return out
 
     def fill(self, value):
@@ -536,14 +578,14 @@ class ndarray:
                     "non-scalar cupy.ndarray cannot be used for fill")
             _check_device([value])
             src = value.astype(self.dtype, copy=False)._a
-            _launch(lambda: dst.fill(src[()]))
+            _launch(lambda: dst.fill(src[()]), dst.nbytes)
             return
         value = numpy.asarray(value, dtype=self.dtype)
         if value.shape != ():
             raise ValueError(
                 "non-scalar numpy.ndarray cannot be used for fill")
         value = value[()]
-        _launch(lambda: dst.fill(value))
+        _launch(lambda: dst.fill(value), dst.nbytes)
 
     def __getitem__(self, key):
         k = key if isinstance(key, tuple) else (key,)
@@ -571,7 +613,7 @@ class ndarray:
 
         def run():
             dst[k] = src
-        _launch(run)
+        _launch(run, 2 * dst.nbytes)
 
     # -- host access: these wait --
     def get(self, stream=None, order="C", out=None, blocking=True):
@@ -854,7 +896,7 @@ def arange(start, stop=None, step=1, dtype=None):
     out = _empty((n,), dtype)
     dst = out._a
     _launch(lambda: numpy.copyto(dst, numpy.arange(start, stop, step, dtype)[
-        :n], casting="unsafe"))
+        :n], casting="unsafe"), dst.nbytes)
     return out
 
 
@@ -867,7 +909,8 @@ def linspace(start, stop, num=50, endpoint=True, retstep=False, dtype=None,
     out = _empty((num,), dtype)
     dst = out._a
     _launch(lambda: numpy.copyto(dst, numpy.linspace(
-        start, stop, num, endpoint, dtype=numpy.float64), casting="unsafe"))
+        start, stop, num, endpoint, dtype=numpy.float64), casting="unsafe"),
+        dst.nbytes)
     if retstep:
         div = (num - 1) if endpoint else num
         return out, (stop - start) / div if div > 0 else numpy.nan
@@ -890,9 +933,11 @@ def array(obj, dtype=None, copy=True, order="K", subok=False, ndmin=0, *,
     if ndmin > host.ndim:
         host = host.reshape((1,) * (ndmin - host.ndim) + host.shape)
     out = _empty(host.shape, host.dtype, "F" if order == "F" else "C")
-    seq = _h2d(out._a, host)
+    # CuPy stages the data in pinned memory and copies it asynchronously;
+    # when it then waits for the copy, that is the driver's synchronous path
+    item = _h2d(out._a, host, sync=blocking)
     if blocking:
-        _queue_of(None).host_wait(seq)
+        _queue_of(None).host_wait(item)
     return out
 
 

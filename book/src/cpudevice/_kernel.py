@@ -13,7 +13,7 @@ CuPy checks them.
 import numpy
 
 from .. import twins
-from . import _core, _ctranslate
+from . import _core, _ctranslate, _hardware
 from ._core import _broadcast_shape, _check_device, _empty, ndarray
 from .cuda.stream import _queue_of
 
@@ -49,9 +49,33 @@ def _parse(params):
     return tuple(_Param(p) for p in params.split(",") if p.strip())
 
 
-def _launch_on(stream, fn):
+def _steps(name, params, args):
+    """How many steps a kernel loops over, for a kernel the profile gives a
+    rate per step: the largest value of its argument named ``per``."""
+    own = _hardware.profile.kernels.get(name)
+    per = own.get("per") if own else None
+    for p, a in zip(params, args):
+        if p.name == per:
+            a = a._a if isinstance(a, ndarray) else a
+            return max(int(numpy.max(a, initial=0)), 0) if numpy.size(a) \
+                else 0
+    return 1
+
+
+def _launch_on(stream, fn, name=None, nbytes=0, items=0, twin=None,
+               steps=1):
+    """Queue kernel ``name`` on ``stream``: its first launch on the device
+    loads its module (the host waits); its device time is the profile's
+    cost for ``nbytes`` moved over ``items`` elements. A twin registered
+    with ``real_time=True`` (work that waits on the host) also takes as
+    long as it really runs."""
     q = _queue_of(stream)
-    q.submit(fn, q.dev.compute)
+    if name is not None and q.capture is None:
+        q.dev.load_module(name)
+    q.submit(fn, q.dev.compute,
+             cost=_hardware.profile.kernel_cost(nbytes, 0, items, name,
+                                                steps),
+             real=getattr(twin, "real_time", False))
 
 
 def _resolve_types(in_params, args, out_params=(), outs=()):
@@ -157,7 +181,10 @@ class ElementwiseKernel:
                    for p, a in zip(self.in_params, ins)]
         host_out = [o._a for o in outs]
         twin = _twin_or_translation(self, _ctranslate.elementwise, dtype_of)
-        _launch_on(stream, lambda: twin(*host_in, *host_out))
+        _launch_on(stream, lambda: twin(*host_in, *host_out), self.name,
+                   _core._nbytes(ins) + sum(o.nbytes for o in host_out),
+                   _core.math.prod(shape), twin,
+                   _steps(self.name, self.in_params, ins))
         if self.no_return:
             return None
         if self.nout == 1 and not self.return_tuple:
@@ -217,7 +244,9 @@ class ReductionKernel:
 
         def run():
             dst[...] = twin(*host_in, axis=axis, keepdims=keepdims)
-        _launch_on(stream, run)
+        _launch_on(stream, run, self.name,
+                   _core._nbytes(args) + dst.nbytes, _core.math.prod(shape),
+                   twin)
         return out
 
 
@@ -256,8 +285,10 @@ class RawKernel:
                      a.reshape(-1)[0] if isinstance(a, numpy.ndarray) else a
                      for a in args)
         twin = twins.lookup(self.name)
+        threads = _core.math.prod(grid) * _core.math.prod(block)
         _launch_on(stream, lambda: twin(grid, block, host,
-                                      shared_mem=shared_mem))
+                                      shared_mem=shared_mem), self.name,
+                   _core._nbytes(args), threads, twin)
 
 
 # -- cupy.fuse -----------------------------------------------------------------

@@ -28,7 +28,7 @@ def _fill(size, dtype, draw, seq=None):
     def run():
         dst[...] = draw(numpy.random.Generator(numpy.random.PCG64(seq)),
                         dst.shape)
-    _launch(run)
+    _launch(run, dst.nbytes)
     return out
 
 

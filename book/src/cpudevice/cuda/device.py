@@ -1,75 +1,24 @@
-"""``cupy.cuda.Device`` and the per-device state of the CPU device model.
+"""``cupy.cuda.Device`` on the CPU device model.
 
-Each virtual device has a memory capacity, a compute engine and one copy
-engine per direction (locks that work must hold while it runs), and a legacy
-null stream. Nothing is created until the device is first used.
+A device's state (memory, engines, its legacy null stream) belongs to the
+simulated hardware (`src.cpudevice._hardware`); nothing is created until
+the device is first used.
 """
-import threading
-
+from .. import _hardware
 from . import runtime
 
 
-class _DeviceState:
-    """What one virtual device owns: engines, capacity, its null queue."""
-
-    def __init__(self, device_id):
-        self.id = device_id
-        self.capacity = runtime._CAPACITY
-        self.reserved = 0                 # bytes held by pools on the device
-        self.lock = threading.Lock()
-        self.compute = threading.Lock()   # kernels run one at a time
-        self.h2d = threading.Lock()       # copy engine, host to device
-        self.d2h = threading.Lock()       # copy engine, device to host
-        self.blocking_queues = set()      # queues that sync with legacy null
-        self._null = None
-
-    @property
-    def null_queue(self):
-        if self._null is None:
-            from .stream import _Queue
-            with self.lock:
-                if self._null is None:
-                    self._null = _Queue(self, "null", legacy=True)
-        return self._null
-
-    def reserve(self, nbytes):
-        """Take ``nbytes`` of device memory; False when it does not fit."""
-        with self.lock:
-            if self.reserved + nbytes > self.capacity:
-                return False
-            self.reserved += nbytes
-            return True
-
-    def release(self, nbytes):
-        with self.lock:
-            self.reserved -= nbytes
-
-    def queues(self):
-        from .stream import _all_queues
-        return [q for q in list(_all_queues) if q.dev is self]
-
-    def synchronize(self):
-        """Wait for every queue of the device (cudaDeviceSynchronize)."""
-        for q in self.queues():
-            q.host_wait(q.enqueued)
-
-
-_states = {}
-_states_lock = threading.Lock()
-
-
 def _state(device_id):
-    st = _states.get(device_id)
+    """The device's state (`_hardware.DeviceState`), created on first use."""
+    st = _hardware._states.get(device_id)
     if st is None:
-        device_id = runtime._check(device_id)
-        with _states_lock:
-            st = _states.setdefault(device_id, _DeviceState(device_id))
+        st = _hardware.state(runtime._check(device_id))
     return st
 
 
 def _initialized(device_id):
     """True once the device has been used (the lazy start-up has happened)."""
-    return device_id in _states
+    return _hardware.initialized(device_id)
 
 
 class Device:

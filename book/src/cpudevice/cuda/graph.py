@@ -1,4 +1,5 @@
 """``cupy.cuda.graph.Graph``: captured work replayed with one launch."""
+from .. import _hardware
 from .stream import _queue_of
 
 
@@ -6,8 +7,9 @@ class Graph:
     """Work recorded by ``Stream.begin_capture``/``end_capture``.
 
     ``launch`` queues the whole recording as one item, so replaying it costs
-    one launch, however many kernels it holds. It replays on the buffers it
-    was recorded with.
+    one launch, however many kernels it holds: on the device clock, the
+    graph's launch latency, then each node's latency and work in turn. It
+    replays on the buffers it was recorded with.
     """
 
     def __init__(self, *args, **kwargs):
@@ -21,16 +23,16 @@ class Graph:
         return g
 
     def _replay(self):
-        for engine, fn in self._nodes:
-            if engine is None:
-                fn()
-            else:
-                with engine:
-                    fn()
+        for node in self._nodes:
+            node.fn()
 
     def launch(self, stream=None):
         """Queue one replay of the graph on ``stream`` (default: current)."""
-        _queue_of(stream).submit(self._replay)
+        q = _queue_of(stream)
+        work = sum(n.latency + n.work for n in self._nodes)
+        q.submit(self._replay, q.dev.compute,
+                 cost=(_hardware.profile.graph_launch_s, work),
+                 real=any(n.real for n in self._nodes))
 
     def upload(self, stream=None):
         """Nothing to upload on the CPU device model."""

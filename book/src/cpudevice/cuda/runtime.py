@@ -3,8 +3,9 @@
 Errors carry CUDA's names and descriptions, as CuPy's ``CUDARuntimeError``
 does (``"cudaErrorInvalidDevice: invalid device ordinal"``).
 """
-import os
 import threading
+
+from .. import _hardware
 
 is_hip = False
 
@@ -55,30 +56,9 @@ def _error(status, hint):
     return e
 
 
-def _parse_bytes(text):
-    """``'2GiB'`` / ``'512MiB'`` / ``'1e9'`` -> bytes."""
-    text = str(text).strip()
-    units = {"KIB": 2**10, "MIB": 2**20, "GIB": 2**30, "TIB": 2**40,
-             "KB": 10**3, "MB": 10**6, "GB": 10**9, "TB": 10**12, "B": 1}
-    upper = text.upper()
-    for unit, scale in units.items():
-        if upper.endswith(unit):
-            return int(float(text[:-len(unit)]) * scale)
-    return int(float(text))
-
-
-def _config():
-    n = int(os.environ.get("BOOK_CPU_DEVICES", "2"))
-    if n < 1:
-        raise ValueError(f"BOOK_CPU_DEVICES={n}: need at least one device")
-    mem = _parse_bytes(os.environ.get("BOOK_CPU_DEVICE_MEMORY", "1GiB"))
-    if mem < 2**20:
-        raise ValueError(f"BOOK_CPU_DEVICE_MEMORY={mem} bytes: need 1 MiB "
-                         "or more")
-    return n, mem
-
-
-_N_DEVICES, _CAPACITY = _config()
+_parse_bytes = _hardware._parse_bytes
+_config = _hardware._config
+_N_DEVICES, _CAPACITY = _hardware.N_DEVICES, _hardware.CAPACITY
 
 
 class _DeviceTLS(threading.local):
@@ -111,31 +91,34 @@ def setDevice(device):
 
 
 def getDeviceProperties(device):
-    """The device's properties under CuPy's (CUDA's) keys."""
+    """The device's properties under CuPy's (CUDA's) keys, from the device
+    profile (`_hardware.profile`); memory from BOOK_CPU_DEVICE_MEMORY."""
     device = _check(device)
-    cores = os.cpu_count() or 1
-    return {
-        "name": f"CPU device model {device}".encode(),
+    prof = _hardware.profile
+    props = {
+        "name": f"CPU device model ({prof.name} profile)".encode(),
         "totalGlobalMem": _CAPACITY,
-        "multiProcessorCount": cores,
+        "multiProcessorCount": 1,
         "asyncEngineCount": 2,        # one copy engine per direction
-        "concurrentKernels": 0,       # kernels run one at a time
-        "major": 0,                   # no CUDA compute capability
+        "concurrentKernels": 1,       # kernels may run concurrently
+        "major": 0,
         "minor": 0,
-        "warpSize": 1,
+        "warpSize": 32,
         "maxThreadsPerBlock": 1024,
         "sharedMemPerBlock": 48 * 1024,
         "clockRate": 0,
         "memoryClockRate": 0,
         "memoryBusWidth": 0,
         "l2CacheSize": 0,
-        "integrated": 1,              # device memory is host RAM
         "canMapHostMemory": 1,
         "unifiedAddressing": 1,
-        "pciBusID": 0,
-        "pciDeviceID": device,
-        "pciDomainID": 0,
     }
+    props.update(prof.properties)
+    props.update({"totalGlobalMem": _CAPACITY,
+                  "integrated": 1,    # device memory is host RAM
+                  "pciBusID": 0,
+                  "pciDeviceID": device, "pciDomainID": 0})
+    return props
 
 
 def memGetInfo():

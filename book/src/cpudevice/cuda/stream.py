@@ -1,189 +1,24 @@
-"""Streams, events and the workers that run them (``cupy.cuda.stream``).
+"""Streams and events (``cupy.cuda.stream``) on the CPU device model.
 
-A stream is an in-order queue of device work run by its own worker thread.
-Each item holds an engine (a device lock: compute, or the copy engine of one
-direction) while it runs, so a copy in one stream overlaps a kernel in
-another while two kernels serialize. The legacy null stream synchronizes
-with every blocking stream of its device; ``non_blocking=True`` streams do
-not. Nothing orders two streams but events, as on a GPU.
+A stream is an in-order queue of device work (`_hardware.Queue`) run by its
+own worker thread on the simulated hardware: a copy in one stream overlaps
+a kernel in another, and each operation ends at the time the device
+profile's cost model gives it on the device clock, which events read. The
+legacy null stream synchronizes with every blocking stream of its device;
+``non_blocking=True`` streams do not. Nothing orders two streams but
+events, as on a GPU.
 """
-import atexit
 import itertools
-import os
 import threading
-import time
 import weakref
-from collections import deque
 
-import numpy
-
+from .. import _hardware
 from . import runtime
 from .device import _state
 
-_IDLE_S = 1.0          # a worker with nothing to do for this long exits
-_LAUNCH_BLOCKING = os.environ.get("CUDA_LAUNCH_BLOCKING", "0") == "1"
 _ptrs = itertools.count(0x1000)
-_all_queues = weakref.WeakSet()
-
-
-class _Queue:
-    """One in-order queue of work for one device, and its worker thread."""
-
-    def __init__(self, dev, name, legacy=False, blocking=True):
-        self.dev = dev
-        self.name = name
-        self.legacy = legacy
-        self.blocking = blocking
-        self.items = deque()
-        self.cv = threading.Condition(threading.Lock())
-        self.enqueued = 0           # sequence number of the last item queued
-        self.completed = 0          # sequence number of the last item done
-        self.reached = 0.0          # when the stream reached the running item
-        self.error = None           # first failure not yet reported
-        self.thread = None
-        self.idle = False           # the worker sleeps, waiting for items
-        self.awaited = []           # the items host threads wait for
-        self.closed = False
-        self.capture = None         # list of (engine, fn) while capturing
-        self.capture_error = None
-        if blocking and not legacy:
-            dev.blocking_queues.add(self)
-        _all_queues.add(self)
-
-    # -- host side ---------------------------------------------------------
-    def submit(self, fn, engine=None, deps=()):
-        """Queue ``fn`` to run on ``engine`` after ``deps``; return its seq."""
-        if self.capture is not None:
-            if deps:
-                self._invalidate_capture("cross-stream dependencies")
-            self.capture.append((engine, fn))
-            return None
-        legacy = self._legacy_deps()
-        if legacy:
-            deps = list(deps) + legacy
-        with self.cv:
-            if self.closed:
-                raise RuntimeError(f"{self.name} stream has been destroyed")
-            self.enqueued += 1
-            seq = self.enqueued
-            self.items.append((seq, engine, fn, deps))
-            if self.thread is None:
-                self.thread = threading.Thread(
-                    target=self._work, name=f"cpudevice-{self.name}",
-                    daemon=True)
-                self.thread.start()
-            elif self.idle:
-                self.cv.notify()
-        if _LAUNCH_BLOCKING:
-            self.host_wait(seq)
-        return seq
-
-    def _legacy_deps(self):
-        dev = self.dev
-        if self.legacy:
-            return [(q, q.enqueued) for q in list(dev.blocking_queues)
-                    if q.enqueued > q.completed]
-        if self.blocking and dev._null is not None:
-            null = dev._null
-            if null.enqueued > null.completed:
-                return [(null, null.enqueued)]
-        return []
-
-    def check_not_capturing(self, what="synchronize"):
-        if self.capture is not None:
-            self._invalidate_capture(what)
-            raise runtime._error(
-                runtime.errorStreamCaptureUnsupported,
-                f"{what} waits for the host, which a stream under capture "
-                "cannot do; end the capture first")
-
-    def _invalidate_capture(self, why):
-        if self.capture_error is None:
-            self.capture_error = why
-
-    def wait_done(self, seq, timeout=None):
-        """Wait until item ``seq`` has run; False if ``timeout`` passed."""
-        if self.completed >= seq:
-            return True
-        with self.cv:
-            self.awaited.append(seq)
-            try:
-                return self.cv.wait_for(lambda: self.completed >= seq,
-                                        timeout)
-            finally:
-                self.awaited.remove(seq)
-
-    def host_wait(self, seq, timeout=None):
-        """Block the host until item ``seq`` has run; raise its failure."""
-        self.check_not_capturing()
-        if not self.wait_done(seq, timeout):
-            raise TimeoutError(f"{self.name} stream did not reach item "
-                               f"{seq} within {timeout} s")
-        if self.error is not None:
-            with self.cv:
-                err, self.error = self.error, None
-            if err is not None:
-                raise err
-
-    def query(self, seq):
-        return self.completed >= seq
-
-    def close(self):
-        """Destroy the queue: its worker finishes what is queued, then exits."""
-        self.dev.blocking_queues.discard(self)
-        with self.cv:
-            self.closed = True
-            self.cv.notify_all()
-
-    # -- device side -------------------------------------------------------
-    def _work(self):
-        numpy.seterr(all="ignore")      # a GPU does not warn on overflow
-        items, cv = self.items, self.cv
-        finished = 0.0                  # when the previous item finished
-        while True:
-            if not items:
-                with cv:
-                    if not items and not self.closed:
-                        self.idle = True
-                        cv.wait_for(lambda: items or self.closed, _IDLE_S)
-                        self.idle = False
-                    if not items:
-                        self.thread = None
-                        return
-            seq, engine, fn, deps = items.popleft()
-            self.reached = finished
-            for q, s in deps:
-                if q.completed < s:
-                    q.wait_done(s)
-                    self.reached = time.perf_counter()
-            try:
-                if engine is None:
-                    fn()
-                else:
-                    with engine:
-                        fn()
-            except BaseException as e:      # reported at the next sync
-                with cv:
-                    if self.error is None:
-                        self.error = e
-            finished = time.perf_counter()
-            fn = deps = None        # done: keep no buffer of it alive
-            self.completed = seq
-            # Wake the host only when an item it waits for is done: a wake-up
-            # per item would hand the GIL back and forth for nothing.
-            if seq >= min(self.awaited, default=seq + 1):
-                with cv:
-                    cv.notify_all()
-
-
-@atexit.register
-def _drain_at_exit():
-    for q in list(_all_queues):
-        q.close()
-    for q in list(_all_queues):
-        t = q.thread
-        if t is not None:
-            t.join(timeout=10)
+_all_queues = _hardware._all_queues
+_Queue = _hardware.Queue
 
 
 # -- thread-local current stream -------------------------------------------
@@ -266,12 +101,12 @@ class _BaseStream:
     @property
     def done(self):
         q = _queue_of(self)
-        return q.query(q.enqueued)
+        return q.query(q.last)
 
     def synchronize(self):
         """Block the host until all work queued on this stream has run."""
         q = _queue_of(self)
-        q.host_wait(q.enqueued)
+        q.host_wait(q.last)
 
     def record(self, event=None):
         """Record ``event`` (a new one by default) on this stream."""
@@ -286,11 +121,12 @@ class _BaseStream:
         if rec is None:                     # never recorded: nothing to wait
             return
         q = _queue_of(self)
-        q.submit(_noop, None, deps=[(rec[0], rec[1])])
+        q.submit(_noop, None, deps=[rec[1]])
 
     def launch_host_func(self, callback, arg):
-        """Run ``callback(arg)`` on the worker once prior work has run."""
-        _queue_of(self).submit(lambda: callback(arg))
+        """Run ``callback(arg)`` on the worker once prior work has run; the
+        stream waits for it, for as long as it really runs."""
+        _queue_of(self).submit(lambda: callback(arg), kind=_hardware.HOST)
 
     def begin_capture(self, mode=None):
         """Start recording this stream's work into a graph (not running it)."""
@@ -367,7 +203,7 @@ class Event:
         self.block = block
         self.disable_timing = disable_timing
         self.ptr = next(_ptrs)
-        self._rec = None            # (queue, seq, [timestamp])
+        self._rec = None            # (queue, item): its time is item.end
 
     @property
     def done(self):
@@ -375,20 +211,13 @@ class Event:
         return rec is None or rec[0].query(rec[1])
 
     def record(self, stream=None):
-        """Mark the point in ``stream`` (default: current) reached so far."""
+        """Mark the point in ``stream`` (default: current) reached so far:
+        the device clock's time when the stream gets there."""
         q = _queue_of(stream)
         if q.capture is not None:
             raise NotImplementedError(
                 "the CPU device model does not capture events into graphs")
-        stamp = [None]
-        recorded = time.perf_counter()
-
-        def mark():
-            # Stamp the moment the stream reached this point: when it was
-            # recorded, or when the work before it finished, whichever is
-            # later; not when the worker thread got round to the mark.
-            stamp[0] = max(recorded, q.reached)
-        self._rec = (q, q.submit(mark), stamp)
+        self._rec = (q, q.submit(_noop))
 
     def synchronize(self):
         """Block the host until the recorded point has been reached."""
@@ -411,5 +240,5 @@ def get_elapsed_time(start_event, end_event):
                 runtime.errorNotReady,
                 "an event has not happened yet; call "
                 "end_event.synchronize() first")
-        stamps.append(ev._rec[2][0])
+        stamps.append(ev._rec[1].end)
     return (stamps[1] - stamps[0]) * 1e3

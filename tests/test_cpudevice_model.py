@@ -1,0 +1,317 @@
+"""The simulated hardware: device profile, cost model, device clock.
+
+The calibrated model must reproduce the H100's *device-only* effects within
+a factor of 2 (book/reference/nvidia-h100.json). Every time is read on the
+device clock (events). The profile is used with every cost 100 times as
+long (`Profile.scaled`): that keeps every ratio of the model, and makes the
+modelled times dominate both the host's time to issue the work and this
+machine's real work, so the tests read the model, not the machine's load.
+"""
+import gc
+import os
+import subprocess
+import sys
+import threading
+import time
+
+import numpy as np
+import pytest
+
+from modelkit import Gate
+from src import BACKEND, cp, cpx, pipeline, timeline
+from src.timeline import Timeline
+
+pytestmark = pytest.mark.skipif(BACKEND != "cpu",
+                                reason="checks the CPU device model")
+if BACKEND == "cpu":
+    from src.cpudevice import _hardware
+
+SLOW = 100              # every device cost 100 times as long
+H100 = {"pinned_pageable": 5.98, "copy_kernel": 14.5, "v1": 1.20,
+        "v2": 1.18, "pageable_nb_b": 0.83}      # the H100's values
+
+
+def within_2x(value, reference):
+    return reference / 2 <= value <= reference * 2
+
+
+_ARENA = []
+
+
+def arena():
+    """A stream of the tests' own: the pool caches the blocks of arrays
+    made on it for it alone, so that they are never handed to a later
+    test's allocation on the default stream (which counts device memory),
+    nor returned to the C library (which counts host memory)."""
+    if not _ARENA:
+        _ARENA.append(cp.cuda.Stream(non_blocking=True))
+    return _ARENA[0]
+
+
+def empty(n):
+    """A float32 device array, cached in `arena`'s pool."""
+    with arena():
+        return cp.empty(n, cp.float32)
+
+
+@pytest.fixture(autouse=True)
+def release_memory():
+    """Leave the pinned pool as found."""
+    yield
+    cp.cuda.Device().synchronize()
+    cp.get_default_pinned_memory_pool().free_all_blocks()
+
+
+@pytest.fixture
+def profile():
+    """Set a profile for one test: ``profile(time=, copies=)``."""
+    old = _hardware.profile
+
+    def use(time=SLOW, copies=1.0):
+        _hardware.set_profile(old.scaled(time, copies))
+    yield use
+    _hardware.set_profile(old)
+
+
+def event_ms(stream, issue, repeat=3):
+    """Device milliseconds of the work ``issue()`` queues on ``stream``, the
+    fastest of ``repeat`` runs (the host can only add time)."""
+    best = float("inf")
+    for _ in range(repeat):
+        start = stream.record()
+        issue()
+        end = stream.record()
+        end.synchronize()
+        best = min(best, cp.cuda.get_elapsed_time(start, end))
+    return best
+
+
+# -- the profile --------------------------------------------------------------
+def test_properties_report_the_profile():
+    p = cp.cuda.runtime.getDeviceProperties(0)
+    prof = _hardware.profile
+    assert p["name"] == f"CPU device model ({prof.name} profile)".encode()
+    assert p["asyncEngineCount"] == prof.properties["asyncEngineCount"]
+    assert p["multiProcessorCount"] == prof.properties["multiProcessorCount"]
+    assert p["totalGlobalMem"] == _hardware.CAPACITY
+
+
+def test_another_profile_is_chosen_with_book_cpu_profile(tmp_path):
+    data = _hardware.profile.data | {"name": "tiny"}
+    data["properties"] = dict(data["properties"], asyncEngineCount=1)
+    path = tmp_path / "tiny.json"
+    path.write_text(__import__("json").dumps(data))
+    code = ("from src import cp; p = cp.cuda.runtime.getDeviceProperties(0)"
+            "; print(p['name'].decode(), p['asyncEngineCount'])")
+    book = os.path.join(os.path.dirname(__file__), "..", "book")
+    out = subprocess.run([sys.executable, "-c", code], cwd=book, text=True,
+                         capture_output=True, timeout=120,
+                         env=dict(os.environ, BOOK_BACKEND="cpu",
+                                  BOOK_CPU_PROFILE=str(path)))
+    assert out.stdout.split() == ["CPU", "device", "model", "(tiny",
+                                  "profile)", "1"], out.stderr
+
+
+def test_device_time_follows_the_cost_model(profile):
+    profile()
+    prof = _hardware.profile
+    s = cp.cuda.Stream(non_blocking=True)
+    host = cpx.zeros_pinned(1 << 20, np.float32)
+    dev = empty(1 << 20)
+    ms = event_ms(s, lambda: dev.set(host, stream=s))
+    lat, work = prof.copy_cost(host.nbytes, "H2D")
+    assert (lat + work) * 1e3 <= ms < (lat + work) * 1e3 + 2
+
+
+# -- calibration: device-only effects against the H100 ------------------------
+@pytest.mark.timeout(120)
+def test_pinned_against_pageable_h2d_bandwidth(profile):
+    profile()
+    s = cp.cuda.Stream(non_blocking=True)
+    pageable = np.ones(1 << 18, np.float32)             # 1 MiB
+    pinned = cpx.empty_like_pinned(pageable)
+    dev = empty(pageable.size)
+    t_pin = event_ms(s, lambda: dev.set(pinned, stream=s))
+    t_page = event_ms(s, lambda: dev.set(pageable, stream=s))
+    assert within_2x(t_page / t_pin, H100["pinned_pageable"])
+
+
+@pytest.mark.timeout(120)
+def test_a_copy_against_an_elementwise_kernel_on_the_same_array(profile):
+    profile()
+    s = cp.cuda.Stream(non_blocking=True)
+    host = cpx.zeros_pinned(1 << 21, np.float32)        # 8 MiB
+    dev = empty(host.size)
+    t_copy = event_ms(s, lambda: dev.set(host, stream=s))
+
+    def add_one():
+        with s:
+            dev.__iadd__(1)
+    t_kernel = event_ms(s, add_one)
+    assert within_2x(t_copy / t_kernel, H100["copy_kernel"])
+
+
+def overlap_demo(versions=("sequential", "v1", "v2"), repeat=3):
+    """NVIDIA's demo (4 streams of a million floats): the fastest makespan
+    of ``repeat`` runs of each version, in ms."""
+    chunk, n_streams = 4 * 1024 * 256, 4
+    a = cpx.zeros_pinned(chunk * n_streams, dtype=np.float32)
+    d_a = empty(a.size)
+    streams = [cp.cuda.Stream(non_blocking=True) for _ in range(n_streams)]
+    ms = {v: float("inf") for v in versions}
+    for v in [v for v in versions for _ in range(repeat)]:
+        if v == "sequential":
+            tl = Timeline([cp.cuda.Stream.null])
+            pipeline.sequential(pipeline.overlap_stages(a, d_a, 1),
+                                timeline=tl)
+            ops = tl.ops()
+        else:
+            ops = pipeline.measure(pipeline.overlap_stages(a, d_a, n_streams),
+                                   n_streams, streams, v)
+        ms[v] = min(ms[v], timeline.makespan(ops))
+    cp.cuda.Device().synchronize()
+    return ms
+
+
+@pytest.mark.timeout(120)
+def test_the_overlap_demo_gains_what_it_gains_on_the_h100(profile):
+    profile()
+    ms = overlap_demo()
+    v1 = ms["sequential"] / ms["v1"]
+    v2 = ms["sequential"] / ms["v2"]
+    assert within_2x(v1, H100["v1"]) and v1 > 1.1, ms
+    assert within_2x(v2, H100["v2"]) and v2 > 1.1, ms
+
+
+@pytest.mark.timeout(120)
+def test_faster_copies_leave_less_for_overlap_to_hide(profile):
+    """Copies 10 and 100 times as fast: the kernels dominate, so overlapping
+    the copies gains less and less, as it would on such a GPU."""
+    speedups = []
+    for copies in (1, 10, 100):
+        profile(copies=copies)
+        ms = overlap_demo(("sequential", "v1"))
+        speedups.append(ms["sequential"] / ms["v1"])
+    assert speedups[0] > speedups[1] + 0.05 > speedups[2] + 0.1, speedups
+    assert speedups[2] < 1.15, speedups
+
+
+@pytest.mark.timeout(120)
+def test_non_blocking_alone_frees_the_host_little_for_pageable_memory(
+        profile):
+    """cp.asarray from pageable memory: blocking=False still stages the
+    data on the host; only the copy proper is left to wait for."""
+    profile()
+    pageable = np.ones(1 << 18, np.float32)             # 1 MiB
+
+    def blocked(blocking):
+        """The fastest of 3 calls (the host can only add time), after one
+        that warms the staging buffer and the pool up."""
+        times = []
+        for _ in range(4):
+            cp.cuda.Device().synchronize()
+            with arena():
+                t0 = _hardware.clock()
+                cp.asarray(pageable, blocking=blocking)
+                times.append(_hardware.clock() - t0)
+        return min(times[1:])
+    ratio = blocked(False) / blocked(True)
+    assert within_2x(ratio, H100["pageable_nb_b"]) and ratio < 1
+
+
+# -- engines ------------------------------------------------------------------
+def test_two_copies_in_one_direction_take_turns_on_its_engine(profile):
+    profile()
+    a, b = (cp.cuda.Stream(non_blocking=True) for _ in range(2))
+    host = cpx.zeros_pinned(1 << 18, np.float32)
+    x, y = empty(host.size), empty(host.size)
+    tl = Timeline([a, b])
+    with tl.op(a, "H2D"):
+        x.set(host, stream=a)
+    with tl.op(b, "H2D"):
+        y.set(host, stream=b)
+    first, second = sorted(tl.ops(engines={}), key=lambda o: o.end)
+    assert second.end - first.end >= 0.9 * (first.end - first.ready)
+
+
+@pytest.mark.parametrize("non_blocking", [False, True])
+def test_the_null_stream_waits_for_blocking_streams_on_the_device_clock(
+        profile, non_blocking):
+    """A copy that really finished long before its modelled end still
+    orders the legacy null stream after it, unless its stream is
+    non-blocking."""
+    profile()
+    s = cp.cuda.Stream(non_blocking=non_blocking)
+    host = cpx.zeros_pinned(1 << 20, np.float32)        # 4 MiB: ~8 ms
+    dev = empty(host.size)
+    start = s.record()
+    dev.set(host, stream=s)
+    copied = s.record()
+    after = cp.cuda.Stream.null.record()
+    after.synchronize()
+    copied.synchronize()
+    copy_ms = cp.cuda.get_elapsed_time(start, copied)
+    waited = cp.cuda.get_elapsed_time(copied, after) >= 0
+    assert copy_ms > 5 and waited != non_blocking
+
+
+def test_small_kernels_on_different_streams_overlap(profile):
+    """Latency-bound kernels share the compute engine: two streams of small
+    kernels take about as long as one."""
+    profile()
+    streams = [cp.cuda.Stream(non_blocking=True) for _ in range(2)]
+    with arena():
+        xs = [cp.zeros(8, cp.float32) for _ in streams]
+    gate = Gate().hold_stream(streams[0])
+    origin = streams[0].record()
+    streams[1].wait_event(origin)
+    for x, s in zip(xs, streams):
+        with s:
+            for _ in range(20):
+                x += 1
+    ends = [s.record() for s in streams]
+    gate.open()
+    for e in ends:
+        e.synchronize()
+    one = _hardware.profile.kernel_cost(64)
+    both = max(cp.cuda.get_elapsed_time(origin, e) for e in ends)
+    assert both < 1.5 * 20 * sum(one) * 1e3
+    assert all((x.get() == 20).all() for x in xs)
+
+
+def test_a_host_wait_returns_at_the_modelled_end_without_spinning(profile):
+    profile()
+    s = cp.cuda.Stream(non_blocking=True)
+    host = cpx.zeros_pinned(1 << 20, np.float32)        # 4 MiB: ~8 ms
+    dev = empty(host.size)
+    cpu0, t0 = time.process_time(), _hardware.clock()
+    dev.set(host, stream=s)
+    end = s.record()
+    s.synchronize()
+    waited, cpu = _hardware.clock() - t0, time.process_time() - cpu0
+    assert waited * 1e3 >= cp.cuda.get_elapsed_time(end, end) + 5
+    assert cpu < 0.5 * waited + 0.005      # slept, did not spin
+
+
+# -- a worker never dies silently ---------------------------------------------
+@pytest.mark.timeout(60)
+def test_a_failure_in_a_workers_bookkeeping_surfaces_at_the_next_wait(
+        monkeypatch):
+    real = time.perf_counter
+
+    def broken():
+        if threading.current_thread().name.startswith("cpudevice-"):
+            raise RuntimeError("clock broke")
+        return real()
+    s = cp.cuda.Stream(non_blocking=True)
+    s.synchronize()
+    monkeypatch.setattr(time, "perf_counter", broken)
+    s.launch_host_func(lambda _: None, None)     # the worker reads the clock
+    event = s.record()
+    with pytest.raises(_hardware.WorkerError, match="clock broke"):
+        event.synchronize()
+    monkeypatch.setattr(time, "perf_counter", real)
+    with pytest.raises(_hardware.WorkerError):
+        s.synchronize()                         # and at every later wait
+    del s, event                    # the broken stream goes away
+    gc.collect()
