@@ -143,7 +143,7 @@ def fori_loop(lower, upper, body, init, *, strategy="eager"):
             x = x_next
         return x
     if strategy == "graph":
-        return _replayed(lower, upper, body, x)
+        return graph_loop(lower, upper, body, x, _capture_stream())
     return _fused(getattr(body, "fused", None), lower, upper, x)
 
 
@@ -175,33 +175,44 @@ def _capture_stream():
     return _capture_streams[dev]
 
 
-def _replayed(lower, upper, body, x):
-    """The graph strategy: capture one step on static buffers, replay it."""
+def graph_loop(lower, upper, body, x, stream):
+    """``body`` for ``i`` in ``range(lower, upper)`` as one captured step.
+
+    One step is captured into a CUDA graph on ``stream`` (not the legacy
+    default stream), then the graph is launched ``upper - lower`` times.
+    A replay reads and writes the buffers the capture saw, so ``x`` (an
+    array or a tuple of them) is the static buffer: the captured step ends
+    by copying the body's result into it, and ``x`` holds the result.
+    """
     caller = cp.cuda.get_current_stream()
-    i = cp.full((), lower, dtype=cp.int32)
+    i = cp.full((), lower, dtype=cp.int32)   # the index lives on the device
     ready = caller.record()             # x and i are queued on the caller
-    stream = _capture_stream()
     with stream:
         stream.begin_capture()
         try:
-            x_next = body(i, x)
+            x_next = body(i, x)         # recorded, not run
             _check(x, x_next, lower, "graph")
             for static, new in zip(_leaves(x), _leaves(x_next)):
                 if new is not static:
                     static[...] = new   # the next step reads the buffer
             i += 1
         except BaseException:
-            try:
-                stream.end_capture()    # leave the stream usable
-            except cp.cuda.runtime.CUDARuntimeError:
-                pass                    # the capture was invalidated
+            _abandon_capture(stream)
             raise
         graph = stream.end_capture()
-        stream.wait_event(ready)
+        stream.wait_event(ready)        # replay once x and i are ready
         for _ in range(upper - lower):
             graph.launch(stream)
-        caller.wait_event(stream.record())
+        caller.wait_event(stream.record())   # the caller waits for them
     return x
+
+
+def _abandon_capture(stream):
+    """End a capture that failed, leaving ``stream`` usable."""
+    try:
+        stream.end_capture()
+    except cp.cuda.runtime.CUDARuntimeError:
+        pass                            # the capture was invalidated
 
 
 def jvp(lower, upper, body, primal, tangent, *, strategy="eager"):
@@ -241,8 +252,8 @@ def _match(primal, other, what):
 def vjp(lower, upper, body, primal, cotangent, *, checkpoint=None):
     """Reverse mode: ``(loop(primal), J.T @ cotangent)``, run eagerly.
 
-    The carry is one array. The backward pass needs every carry. ``checkpoint=None`` (or 1) keeps
-    them all; ``checkpoint=k`` keeps every k-th and recomputes the others
+    The carry is one array. The backward pass needs every carry.
+    ``checkpoint=None`` (or 1) keeps them all; ``checkpoint=k`` keeps every k-th and recomputes the others
     one segment at a time: about ``N/k + k`` carries instead of ``N``, for
     up to ``N`` extra steps.
     """
