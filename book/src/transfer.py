@@ -61,7 +61,7 @@ def time_copy(host, dev, direction, stream, repeat=5):
         if direction == "H2D":
             dev.set(host, stream=stream)
         else:
-            dev.get(stream=stream, out=host)
+            dev.get(stream=stream, out=host, blocking=False)
 
     copy()                                  # warm-up, untimed
     stream.synchronize()
