@@ -355,6 +355,17 @@ def test_synchronizing_a_capturing_stream_is_unsupported():
         s.end_capture()
 
 
+def test_synchronizing_the_device_during_a_capture_is_unsupported():
+    """A device handle encompasses the capturing stream (CUDA's rule)."""
+    s = cp.cuda.Stream(non_blocking=True)
+    s.begin_capture()
+    with pytest.raises(CUDAError) as e:
+        cp.cuda.Device().synchronize()
+    assert status_of(e) == cp.cuda.runtime.errorStreamCaptureUnsupported
+    with pytest.raises(CUDAError, match="cudaErrorStreamCaptureInvalidated"):
+        s.end_capture()
+
+
 def test_legacy_stream_use_while_a_blocking_stream_captures_is_implicit():
     s = cp.cuda.Stream()                # blocking
     s.begin_capture()

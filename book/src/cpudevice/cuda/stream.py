@@ -5,8 +5,11 @@ own worker thread on the simulated hardware: a copy in one stream overlaps
 a kernel in another, and each operation ends at the time the device
 profile's cost model gives it on the device clock, which events read. The
 legacy null stream synchronizes with every blocking stream of its device;
-``non_blocking=True`` streams do not. Nothing orders two streams but
-events, as on a GPU.
+``non_blocking=True`` streams do not. ``Stream.ptds`` is the per-thread
+default stream: a blocking queue per host thread and device. Nothing orders
+two streams but events, as on a GPU. A capture (``begin_capture``) records
+work into a graph instead of queueing it, across every stream it forks to
+through events, and enforces CUDA's rules for what a capture may do.
 """
 import itertools
 import os
@@ -29,11 +32,7 @@ _PTDS = bool(int(os.environ.get("CUPY_CUDA_PER_THREAD_DEFAULT_STREAM",
                                 "0")) != 0)
 
 
-def _ptds_enabled():
-    return _PTDS
-
-
-def get_default_stream():
+def _default_stream():
     """``Stream.ptds`` when CUPY_CUDA_PER_THREAD_DEFAULT_STREAM=1, else
     ``Stream.null``."""
     return Stream.ptds if _PTDS else Stream.null
@@ -48,7 +47,7 @@ class _StreamTLS(threading.local):
     ``use()`` did inside the block."""
 
     def __init__(self):
-        default = get_default_stream()
+        default = _default_stream()
         n = runtime.getDeviceCount()
         self.current = [default] * n
         self.stacks = [[default] for _ in range(n)]
@@ -319,8 +318,9 @@ class _BaseStream:
 
     @property
     def is_non_blocking(self):
-        return self.ptr not in (0, runtime.streamLegacy) and \
-            not _queue_of(self).blocking
+        if self.ptr in (0, runtime.streamLegacy, runtime.streamPerThread):
+            return False            # the default streams are blocking
+        return not self._queue.blocking
 
     @property
     def priority(self):
