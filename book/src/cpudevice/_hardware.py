@@ -141,7 +141,8 @@ class Profile:
         ``flops`` operations over ``items`` elements. A kernel the profile
         lists has its own rate: ``ns_per_item`` for each element and each
         of its ``steps`` (a loop inside the kernel, whose length its
-        argument named ``per`` gives), and at least ``ns_per_step`` for
+        argument named ``per`` gives, or for a RawKernel its argument at
+        place ``per``), and at least ``ns_per_step`` for
         each step (a chain of dependent operations)."""
         work = max(nbytes / self.memory_bps, flops / self.flops)
         own = self.kernels.get(name) if name is not None else None
