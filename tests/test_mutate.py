@@ -96,7 +96,8 @@ def test_not_before_parentheses_and_operators_split_over_lines():
     text = "y = not (a or b)\nz = (a +\n     b)\n"
     ms = {m.kind: m for m in mutate.sites(text)}
     assert mutated(text, ms["not"]).startswith("y = (a or b)\n")
-    assert mutated(text, ms["arith"]) == "y = not (a or b)\nz = (a -\n     b)\n"
+    assert mutated(text, ms["arith"]) == (
+        "y = not (a or b)\nz = (a -\n     b)\n")
 
 
 def test_columns_count_characters_not_bytes():
@@ -142,7 +143,8 @@ def test_score_counts_equivalents_only_with_a_reason():
 def test_a_lesson_is_one_test_and_module_names():
     assert mutate._test_of("book/05_streams.ipynb::Cell 3") == \
         "book/05_streams.ipynb"
-    assert mutate._test_of("tests/t.py::test_x[a::b]") == "tests/t.py::test_x[a::b]"
+    nodeid = "tests/t.py::test_x[a::b]"
+    assert mutate._test_of(nodeid) == nodeid
     assert mutate._module_names("book/src/cpudevice/cuda/stream.py") == (
         "src.cpudevice.cuda.stream", "stream")
     assert mutate._module_names("book/src/__init__.py") == ("src", "src")
@@ -153,3 +155,35 @@ def test_the_real_sources_have_unique_ids():
     ms = mutate.sites(text, "book/src/timing.py")
     assert ms and len({m.id for m in ms}) == len(ms)
     assert all(m.id.startswith("book/src/timing.py:") for m in ms)
+
+
+def test_failed_tests_are_read_from_pytests_summary():
+    out = ("....F\n= short test summary info =\n"
+           "FAILED tests/t.py::test_a[1 GiB] - assert 1 == 2\n"
+           "ERROR tests/t.py::test_b\n"
+           "FAILED book/03_fori_loop.ipynb::Cell 5 - nbval\n"
+           "FAILED book/03_fori_loop.ipynb::Cell 6\n"
+           "1 failed in 0.1s\n")
+    assert mutate._failed(out) == ["tests/t.py::test_a[1 GiB]",
+                                   "tests/t.py::test_b",
+                                   "book/03_fori_loop.ipynb"]
+
+
+def test_import_time_lines_are_module_and_class_bodies_and_def_headers():
+    text = ('LIMIT = 4\n'                    # 1
+            '@deco(2)\n'                     # 2
+            'def f(a=1):\n'                  # 3
+            '    return a + LIMIT\n'         # 4
+            'class C:\n'                     # 5
+            '    size = 3\n'                 # 6
+            '    def g(self, b=5):\n'        # 7
+            '        return b\n'             # 8
+            'if LIMIT > 2:\n'                # 9
+            '    X = 1\n'                    # 10
+            'else:\n'                        # 11
+            '    def h():\n'                 # 12
+            '        return 7\n')            # 13
+    tree = ast.parse(text)
+    run_at_import = [ln for ln in range(1, 14)
+                     if mutate._import_time(tree, ln)]
+    assert run_at_import == [1, 2, 3, 5, 6, 7, 9, 10, 11, 12]

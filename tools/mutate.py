@@ -2,7 +2,7 @@
 
     python tools/mutate.py --seed 1 --n 60          # the sampled run
     python tools/mutate.py --list                   # every mutation site
-    python tools/mutate.py --n 8 --seed 1 --dry-run # the sample, no tests
+    python tools/mutate.py --n 8 --seed 1 --dry-run # the sample, no runs
 
 Seeds one small fault ("mutant") into `book/src` at a time and runs the
 tests that could notice it; a mutant the tests do not notice *survived*,
@@ -39,20 +39,26 @@ files git tracks or would track), never in the working tree:
    through the environment. Each lesson counts as one test (its cells share
    one kernel). The map also keeps each test's duration and outcome.
 2. For each sampled mutant, the tests to run are those that executed its
-   line, fastest first. Lines run only while modules are imported (module
-   constants, class attributes, default arguments, decorators) are seen by
-   coverage in no test; for them the tests are those that run the lines
-   using the defined name, or the function's body for its defaults. A line
-   no process ran at all (coverage cannot tell who would reach it) gets the
-   relevant suite: every test file and lesson that imports its module.
+   line, fastest first (tests that failed in the map's run are left out).
+   Lines run while a module is imported (module constants, class
+   attributes, default arguments, decorators) ran in the pytest process
+   while it collected, in no test; for them the tests that run the lines
+   using the defined name (or the function's body, for its defaults) are
+   added. A line that no process ran (no test, no lesson) cannot change
+   any test's outcome: its mutant counts as survived at once, "not run by
+   any test or lesson" (`--uncovered run` runs its module's test files and
+   lessons anyway, for a doubt about the map; minutes each).
 3. The mutated file is written into the copy; pytest runs the selected
    tests with `-x` (stop at the first failure) and `-p no:cacheprovider`,
    with no bytecode written, under a time limit of 3 times the tests'
    measured time plus 60 s (`--timeout-factor`, `--timeout-floor`), at
    most `--cap` seconds, and pytest-timeout's limit on each test of 3
    times its own time, at least 30 s (`--test-timeout`). Failing tests:
-   *killed*. A time-out counts as killed (the mutant hangs something). All
-   passed: *survived*.
+   *killed*, once the first failing test, run alone on the original code,
+   passes there (a test that fails under load or out of its file's order
+   proves nothing; the mutant is then run again, and marked *error* if
+   that happens twice). A time-out counts as killed (the mutant hangs
+   something). All passed: *survived*.
 
 Results go to `benchmarks/mutation.json` (`--out`): the seed, the sample,
 each mutant's id (`file:line:col:kind`, stable while the line is), kind,
@@ -62,8 +68,12 @@ are listed in `tools/mutation-equivalent.json` as `{id: one-line reason}`;
 a surviving mutant counts as killed only with a recorded reason, and the
 run reports how many are labelled (at most 10% of the sample).
 
-A tool to run by hand, not part of CI: a sample of 60 takes about half an
-hour on 2 cores, plus the map when the code or tests changed.
+A tool to run by hand, not part of CI. Measured on the 2-core machine,
+shared with other jobs: the map 6 to 11 minutes (the suite under coverage,
+rebuilt only when `book/src`, `tests/` or a lesson changed); a killed
+mutant 3 to 9 seconds plus a few to confirm; a survivor as long as every
+test of its line (17 seconds to 10 minutes); a hang up to 3 times the
+longest selected test. A sample of 60: about 20 to 35 minutes in all.
 """
 import argparse
 import ast
@@ -80,7 +90,7 @@ import sys
 import tempfile
 import time
 import tokenize
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -278,7 +288,8 @@ def sites(text, file="<src>"):
             elif isinstance(v, (int, float)) and not isinstance(v, complex):
                 add("number", s, e, repr(_number(v)))
         elif isinstance(node, ast.Return) and node.value is not None:
-            if isinstance(node.value, ast.Constant) and node.value.value is None:
+            v = node.value
+            if isinstance(v, ast.Constant) and v.value is None:
                 continue
             s, e = src.span(node.value)
             add("return-none", s, e, "None")
@@ -354,8 +365,10 @@ _DURATIONS = {}
 
 def pytest_runtest_logreport(report):
     t = _test_of(report.nodeid)
-    d = _DURATIONS.setdefault(t, {"seconds": 0.0, "passed": True})
+    d = _DURATIONS.setdefault(t, {"seconds": 0.0, "passed": True,
+                                  "longest": 0.0})
     d["seconds"] += report.duration
+    d["longest"] = max(d["longest"], report.duration)   # a lesson's cell
     if report.failed:
         d["passed"] = False
 
@@ -521,9 +534,7 @@ def _users(root, m, cmap):
     """For a line run only at import: the tests that run the code using
     what it defines (a module or class constant's readers, a function's
     body for its defaults and decorators)."""
-    text = (root / m.file).read_text(encoding="utf-8")
-    tree = ast.parse(text)
-    src = _Source(text)
+    tree = _tree(root, m.file)
     names, bodies = set(), []
     for node in ast.walk(tree):
         if not hasattr(node, "lineno") or not isinstance(node, ast.stmt):
@@ -544,7 +555,6 @@ def _users(root, m, cmap):
                         names.add(n.id)
                     elif isinstance(n, ast.Attribute):
                         names.add(n.attr)
-    del src
     tests = set()
     by_line = cmap["lines"].get(m.file, {})
     for a, b in bodies:
@@ -553,7 +563,7 @@ def _users(root, m, cmap):
     if names:
         for path in sorted((root / SRC).rglob("*.py")):
             rel = path.relative_to(root).as_posix()
-            t = ast.parse(path.read_text(encoding="utf-8"))
+            t = _tree(root, rel)
             file_lines = cmap["lines"].get(rel, {})
             for n in ast.walk(t):
                 used = ((isinstance(n, ast.Name) and n.id in names
@@ -562,26 +572,68 @@ def _users(root, m, cmap):
                             and isinstance(n.ctx, ast.Load)))
                 if used:
                     tests.update(file_lines.get(str(n.lineno), []))
-    return sorted(tests)
+    return tests
 
 
-def select(root, m, cmap):
+def select(root, m, cmap, uncovered="skip"):
     """(tests, how): the tests that could notice mutant `m`."""
-    covered = cmap["lines"].get(m.file, {}).get(str(m.line))
-    if covered:
-        tests, how = covered, "coverage"
-    elif m.line in cmap["imported"].get(m.file, []):
-        tests, how = _users(root, m, cmap), "import-time line: its users"
-        if not tests:
-            tests, how = relevant_suite(root, m.file, cmap), \
-                "import-time line: relevant suite"
-    else:
-        tests, how = relevant_suite(root, m.file, cmap), \
-            "not run by any test: relevant suite"
+    tests = set(cmap["lines"].get(m.file, {}).get(str(m.line), []))
+    how = "coverage"
+    if _import_time(_tree(root, m.file), m.line):
+        # the main pytest process imported it while collecting, in no
+        # test: add the tests that run what the line defines
+        users = _users(root, m, cmap)
+        if users - tests:
+            how = "coverage + users of an import-time line"
+        tests |= users
+    if not tests:
+        if uncovered == "run":
+            tests = set(relevant_suite(root, m.file, cmap))
+            how = "not run by any test: relevant suite"
+        else:
+            how = "not run by any test or lesson"
     known = cmap["tests"]
     tests = [t for t in tests if known.get(t, {}).get("passed", False)]
     tests.sort(key=lambda t: (known[t]["seconds"], t))
     return tests, how
+
+
+_TREES = {}
+
+
+def _tree(root, file):
+    if (root, file) not in _TREES:
+        _TREES[root, file] = ast.parse(
+            (root / file).read_text(encoding="utf-8"))
+    return _TREES[root, file]
+
+
+def _import_time(tree, line):
+    """Is `line` run when its module is imported (module and class bodies,
+    a def's decorators and defaults) rather than when a function runs?"""
+    body = tree.body
+    while True:
+        for node in body:
+            first = min([node.lineno] + [d.lineno for d in getattr(
+                node, "decorator_list", [])])
+            if first <= line <= node.end_lineno:
+                break
+        else:
+            return False
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            return line < node.body[0].lineno
+        inner = [b for field in ("body", "orelse", "finalbody", "handlers")
+                 for b in getattr(node, field, None) or []]
+        inner = [b for h in inner
+                 for b in (h.body if isinstance(h, ast.ExceptHandler)
+                           else [h])]
+        if not any(b.lineno <= line <= b.end_lineno or
+                   isinstance(b, (ast.FunctionDef, ast.AsyncFunctionDef,
+                                  ast.ClassDef)) and b.decorator_list and
+                   min(d.lineno for d in b.decorator_list) <= line
+                   for b in inner):
+            return True                     # a header: `if x:`, `class C:`
+        body = inner
 
 
 # ------------------------------------------------------------- running
@@ -594,7 +646,7 @@ def run_one(copy, python, m, tests, cmap, args):
     # a mutant that makes a wait hang: pytest-timeout fails that test
     # long before the whole run's limit (a lesson's cells count one by one)
     per_test = max(args.test_timeout, args.timeout_factor * max(
-        [cmap["tests"][t]["seconds"] for t in tests] or [0]))
+        [_longest(cmap["tests"][t]) for t in tests] or [0]))
     t0 = time.monotonic()
     if not tests:
         return "survived", 0.0, limit, "no test reaches this line"
@@ -608,7 +660,7 @@ def run_one(copy, python, m, tests, cmap, args):
                            text=True, timeout=limit,
                            start_new_session=True)
         code = r.returncode
-        failed = re.findall(r"^(?:FAILED|ERROR) (\S+)", r.stdout, re.M)
+        failed = _failed(r.stdout)
         tail = (r.stdout.strip().splitlines() or [""])[-1]
         if failed:
             tail = f"{failed[0]}: {tail}"
@@ -627,6 +679,35 @@ def run_one(copy, python, m, tests, cmap, args):
     if code in (1, 2, 3):
         return "killed", seconds, limit, tail
     return "error", seconds, limit, f"pytest exit {code}: {tail}"
+
+
+def _failed(stdout):
+    """The tests (a lesson for its cells) in pytest's short summary."""
+    out = []
+    for line in stdout.splitlines():
+        hit = re.match(r"(?:FAILED|ERROR) (.+?)(?: - .*)?$", line)
+        if hit and _test_of(hit[1]) not in out:
+            out.append(_test_of(hit[1]))
+    return out
+
+
+def _longest(t):
+    return t.get("longest", t["seconds"])
+
+
+def confirm(copy, python, test, args):
+    """Does `test` pass on the original code, run alone? A test that fails
+    there too (flaky under load, or hurt by running out of its file's
+    order) proves nothing about the mutant."""
+    try:
+        r = subprocess.run([python, "-m", "pytest", "-q",
+                            "-p", "no:cacheprovider", test], cwd=copy,
+                           env=_env(copy), capture_output=True, text=True,
+                           timeout=args.cap, start_new_session=True)
+    except subprocess.TimeoutExpired as e:
+        _kill_group(e)
+        return False
+    return r.returncode == 0
 
 
 def _kill_group(e):
@@ -674,6 +755,9 @@ def main(argv=None):
     p.add_argument("--test-timeout", type=float, default=30.0,
                    help="least seconds for one test before it counts as "
                    "hanging (pytest-timeout); else 3 times its time")
+    p.add_argument("--uncovered", choices=["skip", "run"], default="skip",
+                   help="a line no test or lesson runs: count it survived "
+                   "(skip) or run its module's relevant suite anyway")
     p.add_argument("--python", default=sys.executable)
     args = p.parse_args(argv)
 
@@ -695,9 +779,16 @@ def main(argv=None):
         chosen = sample(everything, args.n, args.seed)
     log(f"{len(everything)} sites in {SRC}; sample of {len(chosen)} "
         f"(seed {args.seed})")
-    if args.dry_run and not (ROOT / CACHE).exists():
+    if args.dry_run:
+        path = ROOT / CACHE / f"map-{_content_hash(ROOT)}.json"
+        cmap = json.loads(path.read_text()) if path.exists() else None
+        if cmap is None:
+            log("(no current coverage map: tests not shown)")
         for m in chosen:
-            print(f"{m.id}\t{m.original!r} -> {m.mutated!r}")
+            tests, how = (select(ROOT, m, cmap, args.uncovered) if cmap
+                          else ([], ""))
+            print(f"{m.id}\t{m.original!r} -> {m.mutated!r}"
+                  + (f"\t{len(tests)} tests ({how})" if cmap else ""))
         return 0
     eq_path = ROOT / EQUIVALENT
     equivalent = json.loads(eq_path.read_text()) if eq_path.exists() else {}
@@ -713,13 +804,22 @@ def main(argv=None):
         cmap = load_map(ROOT, copy, args.python, log, args.rebuild_map)
         t_map = time.monotonic() - t_start
         for i, m in enumerate(chosen, 1):
-            tests, how = select(ROOT, m, cmap)
-            if args.dry_run:
-                print(f"{m.id}\t{m.original!r} -> {m.mutated!r}\t"
-                      f"{len(tests)} tests ({how})")
-                continue
+            tests, how = select(ROOT, m, cmap, args.uncovered)
             outcome, seconds, limit, note = run_one(copy, args.python, m,
                                                     tests, cmap, args)
+            culprit = note.split(": ", 1)[0] if outcome == "killed" else ""
+            if culprit in tests and not confirm(copy, args.python, culprit,
+                                                args):
+                # the killing test fails without the mutant: run it again
+                log(f"  {culprit} fails on the original code too; again")
+                outcome, seconds2, limit, note = run_one(
+                    copy, args.python, m, tests, cmap, args)
+                seconds += seconds2
+                culprit = note.split(": ", 1)[0] if outcome == "killed" \
+                    else ""
+                if culprit in tests and not confirm(copy, args.python,
+                                                    culprit, args):
+                    outcome, note = "error", f"flaky: {note}"
             # a survivor ran every selected test; a killed mutant stopped
             # at the first failure (named in `note`): its list is cut short
             shown = tests if outcome == "survived" else tests[:MAX_SHOWN]
@@ -735,8 +835,6 @@ def main(argv=None):
             log(f"[{i}/{len(chosen)}] {outcome:8s} {seconds:6.1f} s  "
                 f"{m.id}  {m.original!r} -> {m.mutated!r}  "
                 f"({len(tests)} tests, {how})")
-    if args.dry_run:
-        return 0
     s = score(results, equivalent)
     total = time.monotonic() - t_start
     report = {"seed": args.seed, "n": args.n, "sites": len(everything),
