@@ -107,10 +107,10 @@ SIZE_SPECS = {
     "steps": (1024, 1024, "steps"),                     # 03: n_steps
     "small_size": (4**5, 4**5, "float32"),              # 03: sizes[0]
     "big_size": (4**12, 4**13, "float32"),              # 03: sizes[-1]
-    "size_trips": (32, 32, "steps"),
-    "carry": (4**13, 4**13, "float32"),                 # 03: big_size                    # 03: size_trips
+    "size_trips": (32, 32, "steps"),                    # 03: size_trips
+    "carry": (4**13, 4**13, "float32"),                 # 03/06: big_size
     "chunk": (4 * 1024 * 256, 4 * 1024 * 256, "float32"),   # 05: chunk
-    "n_streams": (4, 4, "streams"),                       # 05: demo streams
+    "n_streams": (4, 4, "streams"),                     # 05: demo streams
     "kernel_n": (32 * 2**20, 32 * 2**20, "float32"),    # 05: d_big
     "energy_n": (2**27, 2**27, "float32"),              # 05: n_x
     "energy_chunk": (2**20, 2**20, "float32"),          # 05: per chunk
