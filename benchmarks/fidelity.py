@@ -127,7 +127,7 @@ SIZE_WHY = {
              "work, and the experiments need a dozen",
     "add_n": "60,000 additions of 16 MiB would take minutes of real CPU "
              "work",
-    "overlap_n": "2**26 float64 and its temporaries do not fit the model's "
+    "overlap_n": "64 Mi float64 and its temporaries do not fit the model's "
                  "1 GiB device",
     "big_size": "a 256 MiB carry, its copy and each step's result do not "
                 "fit the model's 1 GiB device, and the four loops' real "
@@ -135,6 +135,9 @@ SIZE_WHY = {
 }
 SIZES = {name: used for name, (used, _, _) in SIZE_SPECS.items()}
 GPU_SIZES = {name: gpu for name, (_, gpu, _) in SIZE_SPECS.items()}
+
+
+SMALLER = "smaller than the GPU's: "
 
 
 def size_label(name, value):
@@ -160,7 +163,7 @@ def sizes_of(names):
     GPU lesson, and why they differ (empty when they do not)."""
     here = ", ".join(size_label(n, SIZES[n]) for n in names) or "-"
     gpu = ", ".join(size_label(n, GPU_SIZES[n]) for n in names) or "-"
-    why = [f"smaller than the GPU's: {SIZE_WHY[n]}" for n in names
+    why = [SMALLER + SIZE_WHY[n] for n in names
            if SIZES[n] != GPU_SIZES[n]]
     return here, gpu, "; ".join(why)
 
@@ -771,8 +774,9 @@ EFFECTS = [
            MIXED, "host_beside_device", "wait_first_s / host_first_s",
            ("04_async/wrong_ms", "04_async/right_ms"),
            "wrong_ms / right_ms",
-           "the model's device work runs on the host's own cores, so host "
-           "work beside it competes instead of overlapping"),
+           "the device work's real NumPy time (over 100 ms; modelled: under "
+           "1 ms) sets the host work's length and shares the host's cores "
+           "with it, so the two compete instead of overlapping"),
     Effect("blocking_over_non_blocking_stream",
            "host wait on the default stream: blocking over non-blocking",
            MIXED, "default_stream", "blocking_s / non_blocking_s",
@@ -827,8 +831,9 @@ EFFECTS = [
            ("06_pinned_memory/blk_pageable_nb",
             "06_pinned_memory/blk_pageable_b"),
            "blk_pageable_nb / blk_pageable_b",
-           "a pageable copy must hold the host for the staging and the "
-           "copy; a model that stages without the copy returns early"),
+           "the blocking call waits for the real copy into device memory, "
+           "which outlasts its modelled staging and copy; the non-blocking "
+           "one only for its staging"),
     Effect("both_over_neither_blocked",
            "host blocked: pinned non-blocking over pageable blocking",
            MIXED, "two_by_two", "blk_pinned_nb_s / blk_pageable_b_s",
@@ -843,16 +848,18 @@ EFFECTS = [
            ("06_pinned_memory/tot_pinned_nb",
             "06_pinned_memory/tot_pageable_b"),
            "tot_pinned_nb / tot_pageable_b",
-           "the model's copy and model run on the host's own cores, so host "
-           "work beside them competes instead of overlapping"),
+           "the step's real copy and model (NumPy, about 0.1 s) outlast "
+           "their modelled time and share the host's cores with the host "
+           "work, so nothing is hidden by overlap"),
     Effect("host_first_over_consume_first",
            "step total: host work first over consuming first",
            MIXED, "consume_order",
            "host_first_total_s / consume_first_total_s",
            ("06_pinned_memory/later_total", "06_pinned_memory/consume_total"),
            "later_total / consume_total",
-           "the model's copy and model run on the host's own cores, so host "
-           "work beside them competes instead of overlapping"),
+           "the step's real copy and model (NumPy, about 0.1 s) outlast "
+           "their modelled time and share the host's cores with the host "
+           "work, so nothing is hidden by overlap"),
 ]
 
 
@@ -1228,7 +1235,8 @@ def markdown(result):
             notes.setdefault(r["size_note"], []).append(r["title"])
     if notes:
         lines += ["Sizes smaller than the GPU lesson's:", ""]
-        lines += [f"* {', '.join(titles)}: {note}."
+        lines += [f"* {'; '.join(f'*{t}*' for t in titles)}: "
+                  f"{note.removeprefix(SMALLER)}."
                   for note, titles in notes.items()]
         lines.append("")
     lines += [
