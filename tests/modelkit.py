@@ -61,3 +61,23 @@ def open_all_gates():
     """Open every gate, so a failed test cannot hold later tests' work."""
     for event in _gates.values():
         event.set()
+
+
+# -- probes for tests/test_cpudevice_runtime_cupy.py --------------------------
+# Private state of the model, reached only through these small functions.
+def open_queue_names():
+    """Names of the model's stream queues that are not destroyed."""
+    from src.cpudevice import _hardware
+    return sorted(q.name for q in list(_hardware._all_queues)
+                  if not q.closed)
+
+
+def thread_ptds_queue_name(device_id=0):
+    """The name of the calling thread's per-thread default queue."""
+    from src.cpudevice.cuda.device import _state
+    return _state(device_id).ptds_queue().name
+
+
+def graph_node_count(graph):
+    """How many nodes (kernels, copies, event marks) a graph recorded."""
+    return len(graph._nodes)

@@ -153,24 +153,24 @@ def test_overlap_twin_folds_its_start_and_end_into_the_stamps():
     stamps = np.array([kernels.NEVER, 0], np.uint64)
     a = f32(0, 0, 0, 0)
     try:
-        twins.set_globaltimer(fake_clock(500, 900, 300, 700))
+        old = twins.set_globaltimer(fake_clock(500, 900, 300, 700))
         for _ in range(2):                 # starts 500, 300; ends 900, 700
             twins.lookup("overlap_kernel")((1,), (4,), (
                 a, np.int32(0), np.int32(4), stamps))
     finally:
-        twins.set_globaltimer(None)
+        twins.set_globaltimer(old)
     assert stamps.tolist() == [300, 900]   # first start, last end
 
 
 def test_stamp_twin_writes_the_clock_into_both_stamps():
     stamps = np.zeros(2, np.uint64)
     try:
-        twins.set_globaltimer(fake_clock(1234))
-        twins.lookup("stamp_kernel")((1,), (1,), (stamps,))
+        old = twins.set_globaltimer(fake_clock(1000, 1234))
+        twins.lookup("stamp_kernel")((1,), (1,), (stamps, np.uint64(234)))
     finally:
-        twins.set_globaltimer(None)
-    assert stamps.tolist() == [1234, 1234]
-    assert twins.globaltimer_ns() > 0      # the default clock is back
+        twins.set_globaltimer(old)
+    assert stamps.tolist() == [1234, 1234]     # the clock when it ends
+    assert twins.globaltimer_ns() > 0      # the previous clock is back
 
 
 def test_fused_loop_twin_runs_n_steps():

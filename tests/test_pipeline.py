@@ -171,3 +171,21 @@ def test_measured_runs_never_beat_their_run_bound(order):
     assert all(o.measured for o in kernels_)
     assert not any(o.measured for o in ops if o.label != "kernel")
     assert pipeline.gained(ops) <= pipeline.run_bound(ops) + 1e-9
+
+
+@pytest.mark.timeout(60)
+def test_produce_and_consume_with_the_wait_sums_what_was_copied():
+    producer = cp.cuda.Stream(non_blocking=True)
+    consumer = cp.cuda.Stream(non_blocking=True)
+    ones = cpx.empty_pinned(1 << 12, dtype=cp.float32)
+    ones[:] = 1
+    earlier = cpx.zeros_pinned(1 << 16, dtype=cp.float32)
+    with producer:
+        d_earlier = cp.empty(earlier.size, dtype=cp.float32)
+    total, ops = pipeline.produce_and_consume(producer, consumer, ones,
+                                              earlier, d_earlier, wait=True)
+    assert total == ones.size
+    assert [op.name for op in ops] == ["earlier copy", "copy x in",
+                                       "sum of x"]
+    copy_in, summed = ops[1], ops[2]
+    assert summed.ready >= copy_in.end - 1e-6   # B waited for A's copy

@@ -376,3 +376,9 @@ def test_gpu_lane_scripts_parse():
     ignored = (BOOK.parent / ".gitignore").read_text().split()
     assert "/.gpu/" in ignored, ".gpu/ (the lane's wheels and output) " \
         "must stay out of git"
+
+
+def test_glued_text_pastes_without_quotes_even_with_an_apostrophe():
+    from src.reference import Text
+    assert repr(Text("NVIDIA's size")) == "NVIDIA's size"
+    assert Text("x") == "x" and isinstance(Text("x"), str)

@@ -26,6 +26,8 @@ REQUIRED = {
     "the chunked energy pipeline": ("src.pipeline", "energy_stages"),
     "the 2x2 pinned x non_blocking loop": ("src.transfer", "two_by_two"),
     "the event-pair timing": ("src.timing", "EventTimer"),
+    "the producer/consumer wait_event": ("src.pipeline",
+                                         "produce_and_consume"),
     "the graph capture": ("src.loops", "graph_loop"),
 }
 

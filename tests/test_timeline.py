@@ -188,6 +188,29 @@ def test_a_measured_start_is_when_the_kernel_got_the_engine():
     assert second.start >= first.end - 0.5       # ... started when freed
 
 
+@model_only
+@pytest.mark.timeout(60)
+def test_a_measured_start_on_an_idle_stream_lands_between_its_events():
+    # The origin's stamp and the origin event mark one moment (the stamp
+    # kernel still runs when the host records the event), so a kernel's
+    # own stamp lands on the events' axis: on an idle stream, no earlier
+    # than the stream reached it and no later than the host took to issue
+    # it (plus a launch latency).
+    (s,) = streams(1)
+    dev = cp.zeros(1 << 12, cp.float32)
+    kernels.launch_overlap(dev, 0, dev.size, stream=s)      # loaded
+    s.synchronize()
+    tl = Timeline([s])
+    time.sleep(0.01)                 # the stream is idle, the host is slow
+    t0 = time.perf_counter()
+    with tl.op(s, "kernel"):
+        kernels.launch_overlap(dev, 0, dev.size, stream=s)
+    host_ms = (time.perf_counter() - t0) * 1e3
+    (op,) = tl.ops()
+    assert op.measured
+    assert op.ready <= op.start <= op.ready + host_ms + 0.05
+
+
 @pytest.mark.timeout(60)
 def test_a_timeline_stamps_more_kernels_than_one_buffer_holds():
     a, b = streams(2)

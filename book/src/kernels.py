@@ -88,10 +88,14 @@ NO_STAMPS = np.uint64(0)                    # a null pointer: no stamps
 NEVER = np.uint64(np.iinfo(np.uint64).max)  # stamps[0] before any block ran
 
 stamp_kernel = _build(Raw(r"""
-extern "C" __global__ void stamp_kernel(unsigned long long* stamps)
+extern "C" __global__ void stamp_kernel(unsigned long long* stamps,
+                                        unsigned long long spin_ns)
 {
-    unsigned long long t;
-    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+    unsigned long long t0, t;
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t0));
+    do {                               // run for spin_ns, then stamp
+        asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+    } while (t - t0 < spin_ns);
     stamps[0] = t;
     stamps[1] = t;
 }
@@ -100,14 +104,26 @@ extern "C" __global__ void stamp_kernel(unsigned long long* stamps)
 
 @twins.register("stamp_kernel")
 def _stamp_twin(grid, block, args, shared_mem=0):
-    """Both stamps: the device clock now."""
+    """Both stamps: the device clock when the kernel ends (its first read
+    of the clock is its start, the next its end; the model charges the
+    kernel ``spin_ns`` of device time, see its profile)."""
+    twins.globaltimer_ns()
     args[0][:2] = twins.globaltimer_ns()
 
 
-def stamp(stamps, stream=None):
-    """Queue a one-thread kernel on ``stream`` that writes the GPU clock
-    into ``stamps[0]`` and ``stamps[1]`` (a uint64 device array)."""
-    stamp_kernel((1,), (1,), (_check_stamps(stamps),), stream=stream)
+SPIN_NS = 500_000      # how long `stamp` runs: longer than the host takes
+                       # to queue the next operation
+
+
+def stamp(stamps, stream=None, spin_ns=SPIN_NS):
+    """Queue a one-thread kernel on ``stream`` that runs for ``spin_ns``
+    nanoseconds, then writes the GPU clock into ``stamps[0]`` and
+    ``stamps[1]`` (a uint64 device array). An event recorded on the stream
+    right after it then happens when the kernel ends, at the stamped time,
+    as long as the host records it within ``spin_ns``: the stamp and the
+    event mark the same moment on the two clocks."""
+    stamp_kernel((1,), (1,), (_check_stamps(stamps), np.uint64(spin_ns)),
+                 stream=stream)
 
 
 _stamps_source = contextvars.ContextVar("stamps_source", default=None)

@@ -162,3 +162,26 @@ def run_bound(ops, labels=LABELS):
     inferred start makes its label's ops run one at a time."""
     return (sum(work(ops, lb) for lb in labels)
             / max(busy(ops, lb) for lb in labels))
+
+
+def produce_and_consume(producer, consumer, ones, earlier, d_earlier, wait):
+    """Stream A (``producer``) copies ``earlier`` into ``d_earlier``, then
+    ``ones`` into ``x``, a new device array of zeros; stream B
+    (``consumer``) sums ``x``, after ``wait_event`` when ``wait``. Returns
+    the sum and the timeline's ops. Without the wait nothing orders B's sum
+    after A's copy: a race, and B may sum the zeros."""
+    x = cp.zeros(ones.size, dtype=ones.dtype)   # yesterday's data: zeros
+    cp.cuda.Device().synchronize()
+    tl = Timeline([producer, consumer], names=["A (producer)",
+                                               "B (consumer)"])
+    with tl.op(producer, "H2D", "earlier copy"):
+        d_earlier.set(earlier, stream=producer)
+    with tl.op(producer, "H2D", "copy x in"):
+        x.set(ones, stream=producer)
+    if wait:
+        consumer.wait_event(producer.record())
+    with tl.op(consumer, "kernel", "sum of x"):
+        with consumer:
+            total = x.sum()
+    consumer.synchronize()
+    return float(total), tl.ops()

@@ -337,6 +337,14 @@ def _plain(values):
     return values
 
 
+class Text(str):
+    """A string whose ``repr`` is the string itself, so that a glued
+    sentence pastes as written (no quotes)."""
+
+    def __repr__(self):
+        return str(self)
+
+
 class Lesson:
     """The reference run of one lesson, and this run's glued values."""
 
@@ -382,12 +390,17 @@ class Lesson:
         return text if state == CURRENT else f"{text} (stale)"
 
     def glue(self, name, value, display=True):
-        """`myst_nb.glue` ``name``, and ``name + '_ref'`` beside it."""
+        """`myst_nb.glue` ``name``, and ``name + '_ref'`` beside it. Text
+        is glued as itself: myst_nb pastes a string's ``repr``, whose
+        quotes it strips only when they are single ones, so a sentence
+        with an apostrophe would show in double quotes."""
         from myst_nb import glue
-        glue(name, value, display=display)
+        glue(name, Text(value) if isinstance(value, str) else value,
+             display=display)
         self.values[name] = value
         if name not in self.exclusions:
-            glue(name + REF_SUFFIX, self.reference_text(name), display=False)
+            glue(name + REF_SUFFIX, Text(self.reference_text(name)),
+                 display=False)
 
     def data(self, name, **series):
         """Record the data behind a figure: each series a list (or array)

@@ -98,9 +98,11 @@ class Timeline:
 
     An origin event is recorded on the first stream and every other stream
     waits for it, so that no operation can precede the origin. Right
-    before it, a one-thread kernel stamps the GPU clock, so that kernels'
-    own clock stamps can be placed on the timeline (to within a few
-    microseconds: the stamp kernel's launch and run). A measured start is
+    before it, a one-thread kernel runs for half a millisecond and then
+    stamps the GPU clock: the origin event happens when that kernel ends,
+    so the stamp and the event mark the same moment, and kernels' own clock
+    stamps can be placed on the timeline (to within the event's and the
+    clock's resolution, a microsecond or so). A measured start is
     kept between the op's ``ready`` and ``end``. The first timeline of a
     process launches that kernel for the first time: with CUDA's lazy
     loading, loading it may wait for the work already queued on the device.

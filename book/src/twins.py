@@ -62,6 +62,9 @@ def globaltimer_ns():
 def set_globaltimer(clock):
     """Make ``clock()`` (integer nanoseconds, never decreasing) the device
     clock the twins read; ``None`` restores ``time.perf_counter_ns``. For
-    the CPU device model, whose events must be on the same clock."""
+    the CPU device model, whose events must be on the same clock. Returns
+    the clock it replaces, to put back."""
     global _globaltimer
+    old = _globaltimer
     _globaltimer = time.perf_counter_ns if clock is None else clock
+    return old

@@ -20,7 +20,7 @@ from .cuda import runtime
 from .cuda.device import Device
 from .cuda.memory import get_default_memory_pool
 from .cuda.pinned_memory import _pinned_range
-from .cuda.stream import _queue_of
+from .cuda.stream import _check_cublas_capture, _queue_of
 
 _pool = get_default_memory_pool()
 
@@ -316,6 +316,7 @@ def _product(func, name, a, b, out=None):
     _check_device([a, b])
     shape = _matmul_shape(a, b, name)
     dt = numpy.result_type(a.dtype, b.dtype)
+    _check_cublas_capture(dt)
     if out is None:
         out = _empty(shape, dt)
     av, bv, ov = a._a, b._a, out._a

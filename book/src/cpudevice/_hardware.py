@@ -102,6 +102,11 @@ class Profile:
         self.d2h_bps = copy["d2h_pinned_gbps"] * 1e9
         self.kernels = {name: dict(v) for name, v in
                         data.get("kernels", {}).items()}
+        streams = data.get("streams", {})
+        # cudaDeviceGetStreamPriorityRange: (least, greatest); lower numbers
+        # are higher priorities. Reported, not used to schedule.
+        self.priority_range = (streams.get("least_priority", 0),
+                               streams.get("greatest_priority", 0))
 
     def scaled(self, time=1.0, copies=1.0):
         """This profile with every device cost ``time`` times as long (all
@@ -136,7 +141,8 @@ class Profile:
         ``flops`` operations over ``items`` elements. A kernel the profile
         lists has its own rate: ``ns_per_item`` for each element and each
         of its ``steps`` (a loop inside the kernel, whose length its
-        argument named ``per`` gives), and at least ``ns_per_step`` for
+        argument named ``per`` gives, or for a RawKernel its argument at
+        place ``per``), and at least ``ns_per_step`` for
         each step (a chain of dependent operations)."""
         work = max(nbytes / self.memory_bps, flops / self.flops)
         own = self.kernels.get(name) if name is not None else None
@@ -276,6 +282,7 @@ class DeviceState:
         self.blocking_queues = set()      # queues that sync with legacy null
         self.loaded = set()               # kernels whose module is loaded
         self._null = None
+        self._ptds = threading.local()    # this thread's per-thread stream
 
     @property
     def null_queue(self):
@@ -284,6 +291,18 @@ class DeviceState:
                 if self._null is None:
                     self._null = Queue(self, "null", legacy=True)
         return self._null
+
+    def ptds_queue(self):
+        """The calling host thread's per-thread default stream on this
+        device (cudaStreamPerThread): made on first use, one per thread. It
+        is an ordinary blocking stream: it synchronizes with the legacy null
+        stream, not with other streams. It is destroyed when its thread
+        ends (its worker first finishes the work queued on it)."""
+        own = getattr(self._ptds, "owner", None)
+        if own is None:
+            own = self._ptds.owner = _PerThread(
+                Queue(self, f"ptds-{threading.get_ident()}"))
+        return own.queue
 
     def reserve(self, nbytes):
         """Take ``nbytes`` of device memory; False when it does not fit."""
@@ -317,6 +336,15 @@ class DeviceState:
                           if q.last is not None and q.last.end is not None),
                          default=0.0)
         sleep_until(max(clock(), busy_until) + profile.module_load_s)
+
+
+class _PerThread:
+    """Holds a thread's per-thread default queue; when the thread ends, its
+    thread-local storage drops this holder and the queue is closed."""
+
+    def __init__(self, queue):
+        self.queue = queue
+        weakref.finalize(self, queue.close)
 
 
 _states = {}
@@ -370,6 +398,54 @@ class Item:
                 and self.end <= clock())
 
 
+class Capture:
+    """One stream capture: the nodes recorded so far, in issue order (a
+    topological order), shared by the origin stream and every stream that
+    joined it by waiting on an event recorded in it (a fork)."""
+
+    def __init__(self, origin):
+        self.origin = origin
+        self.nodes = []
+        self.ids = set()            # id() of every node, to test membership
+        self.tails = {}             # queue -> its last node in the capture
+        self.queues = [origin]      # the origin, then each forked stream
+        self.error = None           # why the capture is invalidated
+
+    def invalidate(self, why):
+        if self.error is None:
+            self.error = why
+
+    def add(self, q, item):
+        prev = self.tails.get(q)
+        item.deps = ([prev] if prev is not None else []) + list(
+            item.deps or ())
+        self.nodes.append(item)
+        self.ids.add(id(item))
+        self.tails[q] = item
+        return item
+
+    def holds(self, item):
+        return item is not None and id(item) in self.ids
+
+    def unjoined(self):
+        """The forked queues whose last node the origin's last node does not
+        depend on (CUDA requires every fork to be joined back)."""
+        seen, todo = set(), [self.tails.get(self.origin)]
+        while todo:
+            n = todo.pop()
+            if n is None or id(n) in seen:
+                continue
+            seen.add(id(n))
+            todo.extend(n.deps or ())
+        return [q for q in self.queues[1:]
+                if self.tails.get(q) is not None and
+                id(self.tails[q]) not in seen]
+
+    def end(self):
+        for q in self.queues:
+            q.capture = None
+
+
 class WorkerError(RuntimeError):
     """The model's own bookkeeping failed in a stream's worker."""
 
@@ -394,8 +470,8 @@ class Queue:
         self.idle = False           # the worker sleeps, waiting for items
         self.awaited = []           # the items host threads wait for
         self.closed = False
-        self.capture = None         # list of Items while capturing
-        self.capture_error = None
+        self.capture = None         # the `Capture` while capturing
+        self.priority = 0           # reported; not used to schedule
         if blocking and not legacy:
             dev.blocking_queues.add(self)
         _all_queues.add(self)
@@ -421,10 +497,9 @@ class Queue:
         if issued is not None and issued > item.issued:
             item.issued = issued
         if self.capture is not None:
-            if deps:
-                self._invalidate_capture("cross-stream dependencies")
-            self.capture.append(item)
-            return None
+            return self.capture.add(self, item)
+        if self.legacy:
+            self._check_no_blocking_capture()
         legacy = self._legacy_deps()
         if legacy:
             item.deps = list(deps) + legacy
@@ -502,15 +577,28 @@ class Queue:
     def check_not_capturing(self, what="synchronize"):
         if self.capture is not None:
             from .cuda import runtime
-            self._invalidate_capture(what)
+            self.capture.invalidate(what)
             raise runtime._error(
                 runtime.errorStreamCaptureUnsupported,
                 f"{what} waits for the host, which a stream under capture "
                 "cannot do; end the capture first")
 
-    def _invalidate_capture(self, why):
-        if self.capture_error is None:
-            self.capture_error = why
+    def _check_no_blocking_capture(self):
+        """Work on the legacy null stream while a blocking stream of its
+        device captures would make it wait for the capture: CUDA refuses
+        that (cudaErrorStreamCaptureImplicit) and invalidates the capture."""
+        capturing = [q for q in list(self.dev.blocking_queues)
+                     if q.capture is not None]
+        if capturing:
+            from .cuda import runtime
+            for q in capturing:
+                q.capture.invalidate("work on the legacy null stream")
+            raise runtime._error(
+                runtime.errorStreamCaptureImplicit,
+                "the legacy null stream synchronizes with every blocking "
+                "stream, and one is capturing; capture on a "
+                "Stream(non_blocking=True), or queue this work on another "
+                "stream")
 
     def wait_done(self, seq, timeout=None):
         """Wait until item ``seq`` has really run; False on timeout."""

@@ -57,6 +57,9 @@ def _steps(name, params, args):
     rate per step: the largest value of its argument named ``per``."""
     own = _hardware.profile.kernels.get(name)
     per = own.get("per") if own else None
+    if isinstance(per, int):            # a RawKernel's argument, by place
+        a = args[per] if per < len(args) else 0
+        return max(int(a), 0)
     for p, a in zip(params, args):
         if p.name == per:
             a = a._a if isinstance(a, ndarray) else a
@@ -291,7 +294,8 @@ class RawKernel:
         threads = _core.math.prod(grid) * _core.math.prod(block)
         _launch_on(stream, lambda: twin(grid, block, host,
                                       shared_mem=shared_mem), self.name,
-                   _core._nbytes(args), threads, twin)
+                   _core._nbytes(args), threads, twin,
+                   _steps(self.name, (), args))
 
 
 # -- cupy.fuse -----------------------------------------------------------------

@@ -7,6 +7,7 @@ whatever the streams do. (They are not the numbers CuPy's generators give.)
 import numpy
 
 from ._core import _empty, _launch
+from .cuda.stream import _refuse_in_capture
 
 _seed_seq = [numpy.random.SeedSequence()]
 
@@ -20,6 +21,11 @@ def _child():
 
 
 def _fill(size, dtype, draw, seq=None):
+    if seq is None:
+        # The module's functions are CuPy's RandomState, which draws with
+        # cuRAND's host API: CuPy refuses it on a capturing stream. (A
+        # Generator draws with its own kernels, which capture allows.)
+        _refuse_in_capture("cuRAND")
     size = () if size is None else size
     out = _empty(size, dtype)
     dst = out._a

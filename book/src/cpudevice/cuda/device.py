@@ -4,8 +4,18 @@ A device's state (memory, engines, its legacy null stream) belongs to the
 simulated hardware (`src.cpudevice._hardware`); nothing is created until
 the device is first used.
 """
+import threading
+
 from .. import _hardware
 from . import runtime
+
+
+class _DeviceStackTLS(threading.local):
+    def __init__(self):
+        self.stack = []         # the device each open `with Device` left
+
+
+_stack_tls = _DeviceStackTLS()
 
 
 def _state(device_id):
@@ -29,7 +39,6 @@ class Device:
             self.id = runtime.getDevice()
         else:
             self.id = int(device)
-        self._stack = []
 
     def __int__(self):
         return self.id
@@ -38,13 +47,16 @@ class Device:
         return self.id
 
     def __enter__(self):
+        # The stack is the host thread's, as CuPy's: the same Device used in
+        # `with` blocks by two threads restores each thread's own device.
         prev = runtime.getDevice()
-        runtime.setDevice(self.id)
-        self._stack.append(prev)
+        _stack_tls.stack.append(prev)
+        if self.id != prev:
+            runtime.setDevice(self.id)
         return self
 
     def __exit__(self, *args):
-        runtime.setDevice(self._stack.pop())
+        runtime.setDevice(_stack_tls.stack.pop())
 
     def __repr__(self):
         return f"<CUDA Device {self.id}>"
@@ -56,7 +68,9 @@ class Device:
         return hash(("Device", self.id))
 
     def use(self):
+        """Make this device current for the calling thread; returns it."""
         runtime.setDevice(self.id)
+        return self
 
     def synchronize(self):
         _state(self.id).synchronize()

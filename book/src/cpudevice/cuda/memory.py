@@ -18,7 +18,7 @@ import numpy
 from . import runtime
 from .device import Device, _state
 from .memory_hook import _hooks
-from .stream import _tls as _stream_tls
+from .stream import _current_stream_ptr
 
 _UNIT = 512
 
@@ -249,8 +249,7 @@ class SingleDeviceMemoryPool:
     def _malloc(self, size):
         if size == 0:
             return MemoryPointer(_ZeroMemory(self._device_id), 0)
-        stream = _stream_tls.streams.get(self._device_id)
-        stream_ptr = 0 if stream is None else stream.ptr
+        stream_ptr = _current_stream_ptr(self._device_id)
         with self._lock:
             arena = self._arena(stream_ptr)
             chunk = arena.take(size)

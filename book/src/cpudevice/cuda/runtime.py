@@ -17,6 +17,20 @@ errorIllegalState = 401
 errorNotReady = 600
 errorStreamCaptureUnsupported = 900
 errorStreamCaptureInvalidated = 901
+errorStreamCaptureMerge = 902
+errorStreamCaptureUnmatched = 903
+errorStreamCaptureUnjoined = 904
+errorStreamCaptureIsolation = 905
+errorStreamCaptureImplicit = 906
+errorCapturedEvent = 907
+
+streamLegacy = 1            # the handles CUDA gives its two default streams
+streamPerThread = 2
+streamDefault = 0
+streamNonBlocking = 1
+streamCaptureModeGlobal = 0
+streamCaptureModeThreadLocal = 1
+streamCaptureModeRelaxed = 2
 
 _ERRORS = {
     errorInvalidValue: ("cudaErrorInvalidValue", "invalid argument"),
@@ -34,6 +48,26 @@ _ERRORS = {
     errorStreamCaptureInvalidated: (
         "cudaErrorStreamCaptureInvalidated",
         "operation failed due to a previous error during capture"),
+    errorStreamCaptureMerge: (
+        "cudaErrorStreamCaptureMerge",
+        "operation would result in a merge of separate capture sequences"),
+    errorStreamCaptureUnmatched: (
+        "cudaErrorStreamCaptureUnmatched",
+        "capture was not ended in the same stream as it began"),
+    errorStreamCaptureUnjoined: (
+        "cudaErrorStreamCaptureUnjoined",
+        "capturing stream has unjoined work"),
+    errorStreamCaptureIsolation: (
+        "cudaErrorStreamCaptureIsolation",
+        "dependency created on uncaptured work in another stream"),
+    errorStreamCaptureImplicit: (
+        "cudaErrorStreamCaptureImplicit",
+        "operation would make the legacy stream depend on a capturing "
+        "blocking stream"),
+    errorCapturedEvent: (
+        "cudaErrorCapturedEvent",
+        "operation not permitted on an event last recorded in a capturing "
+        "stream"),
 }
 
 
@@ -90,30 +124,79 @@ def setDevice(device):
     _tls.device = _check(device)
 
 
+# CuPy's keys (cupy_backends/cuda/api/runtime.pyx), in its order, with the
+# values a device profile that lacks them gets; the profile's "properties"
+# override them (profiles/h100.json holds the H100's own values).
+_PROPERTY_DEFAULTS = {
+    "name": b"",
+    "totalGlobalMem": 0,
+    "sharedMemPerBlock": 48 * 1024,
+    "regsPerBlock": 65536,
+    "warpSize": 32,
+    "maxThreadsPerBlock": 1024,
+    "maxThreadsDim": (1024, 1024, 64),
+    "maxGridSize": (2147483647, 65535, 65535),
+    "clockRate": 0,
+    "totalConstMem": 65536,
+    "major": 0,
+    "minor": 0,
+    "textureAlignment": 512,
+    "texturePitchAlignment": 32,
+    "multiProcessorCount": 1,
+    "kernelExecTimeoutEnabled": 0,
+    "integrated": 1,
+    "canMapHostMemory": 1,
+    "computeMode": 0,           # cudaComputeModeDefault
+    "maxTexture1D": 131072,
+    "maxTexture2D": (131072, 65536),
+    "maxTexture3D": (16384, 16384, 16384),
+    "concurrentKernels": 1,     # kernels may run concurrently
+    "ECCEnabled": 0,
+    "pciBusID": 0,
+    "pciDeviceID": 0,
+    "pciDomainID": 0,
+    "tccDriver": 0,
+    "memoryClockRate": 0,
+    "memoryBusWidth": 0,
+    "l2CacheSize": 0,
+    "maxThreadsPerMultiProcessor": 2048,
+    "isMultiGpuBoard": 0,
+    "cooperativeLaunch": 1,
+    "cooperativeMultiDeviceLaunch": 0,
+    "asyncEngineCount": 2,      # one copy engine per direction
+    "unifiedAddressing": 1,
+    "streamPrioritiesSupported": 1,
+    "globalL1CacheSupported": 1,
+    "localL1CacheSupported": 1,
+    "sharedMemPerMultiprocessor": 0,
+    "regsPerMultiprocessor": 65536,
+    "managedMemory": 1,
+    "multiGpuBoardGroupID": 0,
+    "hostNativeAtomicSupported": 0,
+    "pageableMemoryAccess": 0,
+    "concurrentManagedAccess": 1,
+    "computePreemptionSupported": 1,
+    "canUseHostPointerForRegisteredMem": 1,
+    "sharedMemPerBlockOptin": 48 * 1024,
+    "pageableMemoryAccessUsesHostPageTables": 0,
+    "directManagedMemAccessFromHost": 0,
+    "persistingL2CacheMaxSize": 0,
+    "maxBlocksPerMultiProcessor": 32,
+    "accessPolicyMaxWindowSize": 0,
+    "reservedSharedMemPerBlock": 0,
+}
+
+
 def getDeviceProperties(device):
     """The device's properties under CuPy's (CUDA's) keys, from the device
-    profile (`_hardware.profile`); memory from BOOK_CPU_DEVICE_MEMORY."""
+    profile (`_hardware.profile`); memory from BOOK_CPU_DEVICE_MEMORY.
+    Lists in the profile come back as tuples, as CuPy gives them."""
     device = _check(device)
     prof = _hardware.profile
-    props = {
-        "name": f"CPU device model ({prof.name} profile)".encode(),
-        "totalGlobalMem": _CAPACITY,
-        "multiProcessorCount": 1,
-        "asyncEngineCount": 2,        # one copy engine per direction
-        "concurrentKernels": 1,       # kernels may run concurrently
-        "major": 0,
-        "minor": 0,
-        "warpSize": 32,
-        "maxThreadsPerBlock": 1024,
-        "sharedMemPerBlock": 48 * 1024,
-        "clockRate": 0,
-        "memoryClockRate": 0,
-        "memoryBusWidth": 0,
-        "l2CacheSize": 0,
-        "canMapHostMemory": 1,
-        "unifiedAddressing": 1,
-    }
-    props.update(prof.properties)
+    props = dict(_PROPERTY_DEFAULTS)
+    props["name"] = f"CPU device model ({prof.name} profile)".encode()
+    for key, value in prof.properties.items():
+        props[key] = tuple(value) if isinstance(value, list) else value
     props.update({"totalGlobalMem": _CAPACITY,
                   "integrated": 1,    # device memory is host RAM
                   "pciBusID": 0,

@@ -5,10 +5,14 @@ own worker thread on the simulated hardware: a copy in one stream overlaps
 a kernel in another, and each operation ends at the time the device
 profile's cost model gives it on the device clock, which events read. The
 legacy null stream synchronizes with every blocking stream of its device;
-``non_blocking=True`` streams do not. Nothing orders two streams but
-events, as on a GPU.
+``non_blocking=True`` streams do not. ``Stream.ptds`` is the per-thread
+default stream: a blocking queue per host thread and device. Nothing orders
+two streams but events, as on a GPU. A capture (``begin_capture``) records
+work into a graph instead of queueing it, across every stream it forks to
+through events, and enforces CUDA's rules for what a capture may do.
 """
 import itertools
+import os
 import threading
 import weakref
 
@@ -20,39 +24,112 @@ _ptrs = itertools.count(0x1000)
 _all_queues = _hardware._all_queues
 _Queue = _hardware.Queue
 
+# CuPy reads this once, at import: with it, the default stream of every
+# thread is its per-thread default stream (``Stream.ptds``), not the legacy
+# null stream, and work for a current stream that is ``Stream.null`` goes to
+# the per-thread stream too (cupy_backends/cuda/stream.pyx).
+_PTDS = bool(int(os.environ.get("CUPY_CUDA_PER_THREAD_DEFAULT_STREAM",
+                                "0")) != 0)
+
+
+def _default_stream():
+    """``Stream.ptds`` when CUPY_CUDA_PER_THREAD_DEFAULT_STREAM=1, else
+    ``Stream.null``."""
+    return Stream.ptds if _PTDS else Stream.null
+
 
 # -- thread-local current stream -------------------------------------------
 class _StreamTLS(threading.local):
+    """Each host thread's current stream per device, as CuPy keeps it: a
+    stack per device that ``with stream:`` pushes and pops, and the current
+    stream, which ``use()`` sets without pushing. Leaving a ``with`` block
+    makes the stream below it on the stack current again, whatever
+    ``use()`` did inside the block."""
+
     def __init__(self):
-        self.streams = {}       # device id -> current stream, if not null
-        self.stack = []         # (device id, previous stream) per `with`
+        default = _default_stream()
+        n = runtime.getDeviceCount()
+        self.current = [default] * n
+        self.stacks = [[default] for _ in range(n)]
+        self.device_ids = []        # the device of each open `with`
 
-
-_tls = _StreamTLS()
+    def set_current(self, stream):
+        device_id = stream.device_id
+        if device_id == -1:
+            device_id = runtime.getDevice()
+        self.current[device_id] = stream
 
 
 def get_current_stream(device_id=-1):
     """The current stream of ``device_id`` (default: the current device)."""
     if device_id == -1:
         device_id = runtime._tls.device
-    return _tls.streams.get(device_id, Stream.null)
+    return _tls.current[device_id]
 
 
 def _queue_of(stream=None):
     """The queue that work for ``stream`` (default: current) goes to."""
+    dev = runtime._tls.device
     if stream is None:
-        dev = runtime._tls.device
-        stream = _tls.streams.get(dev)
-        if stream is None or stream.ptr == 0:
-            return _state(dev).null_queue
-        return stream._queue
-    if stream.ptr == 0:
-        return _state(runtime._tls.device).null_queue
+        stream = _tls.current[dev]
+        if stream.ptr == 0 and _PTDS:
+            return _state(dev).ptds_queue()
+    ptr = stream.ptr
+    if ptr == 0 or ptr == runtime.streamLegacy:
+        return _state(dev).null_queue
+    if ptr == runtime.streamPerThread:
+        return _state(dev).ptds_queue()
     return stream._queue
 
 
+def _current_stream_ptr(device_id):
+    """The handle work for the current stream goes to (CuPy's
+    ``get_current_stream_ptr``): the per-thread stream's when the current
+    stream is ``Stream.null`` and CUPY_CUDA_PER_THREAD_DEFAULT_STREAM=1."""
+    ptr = _tls.current[device_id].ptr
+    if ptr == 0 and _PTDS:
+        return runtime.streamPerThread
+    return ptr
+
+
+def _refuse_in_capture(library):
+    """CuPy refuses cuBLAS and cuRAND calls on a capturing stream (their
+    ``setStream``) before queueing anything: the capture stays valid."""
+    if _queue_of(None).capture is not None:
+        raise NotImplementedError(
+            f"calling {library} API during stream capture is currently "
+            "unsupported")
+
+
+def _check_cublas_capture(dtype):
+    """``matmul``/``dot``: CuPy computes integer and boolean products with
+    its own kernel, the others with cuBLAS, which capture refuses."""
+    if dtype.kind not in "biu":
+        _refuse_in_capture("cuBLAS")
+
+
 def get_current_stream_ptr():
-    return get_current_stream().ptr
+    return _current_stream_ptr(runtime._tls.device)
+
+
+def _capture_error(status, cap, why, hint):
+    """Invalidate capture ``cap`` (if any) for ``why``; CUDA's error."""
+    if cap is not None:
+        cap.invalidate(why)
+    return runtime._error(status, hint)
+
+
+def _legacy_while_capturing(q, what):
+    """``q`` is the legacy null stream and a blocking stream of its device
+    is capturing: using it is invalid (cudaErrorStreamCaptureImplicit) and
+    invalidates that capture. True when so."""
+    if not q.legacy:
+        return False
+    caps = [b.capture for b in list(q.dev.blocking_queues)
+            if b.capture is not None]
+    for cap in caps:
+        cap.invalidate(what + " of the legacy null stream")
+    return bool(caps)
 
 
 class _BaseStream:
@@ -80,32 +157,48 @@ class _BaseStream:
 
     def __enter__(self):
         dev = self._check_device()
-        m = _tls.streams
-        _tls.stack.append((dev, m.get(dev)))
-        m[dev] = self
+        tls = _tls
+        tls.stacks[dev].append(self)
+        tls.device_ids.append(dev)
+        tls.set_current(self)
         return self
 
     def __exit__(self, *args):
-        dev, prev = _tls.stack.pop()
-        m = _tls.streams
-        if prev is None:
-            m.pop(dev, None)
-        else:
-            m[dev] = prev
+        tls = _tls
+        dev = tls.device_ids.pop()
+        stack = tls.stacks[dev]
+        stack.pop()
+        tls.set_current(stack[-1])
 
     def use(self):
-        """Make this the current stream of its device."""
-        _tls.streams[self._check_device()] = self
+        """Make this the current stream of its device (until another
+        ``use()``, or the end of the enclosing ``with`` block); returns the
+        stream."""
+        self._check_device()
+        _tls.set_current(self)
         return self
 
     @property
     def done(self):
+        """True if all work queued on the stream has run. Asking a stream
+        under capture is invalid: it answers False, and the capture is
+        invalidated (cudaStreamQuery returns an error CuPy does not raise)."""
         q = _queue_of(self)
+        if q.capture is not None:
+            q.capture.invalidate("a query of the capturing stream "
+                                 "(Stream.done)")
+            return False
+        if _legacy_while_capturing(q, "a query (Stream.done)"):
+            return False
         return q.query(q.last)
 
     def synchronize(self):
         """Block the host until all work queued on this stream has run."""
         q = _queue_of(self)
+        if _legacy_while_capturing(q, "a synchronize"):
+            raise runtime._error(
+                runtime.errorStreamCaptureImplicit,
+                "a blocking stream is capturing; end the capture first")
         q.host_wait(q.last)
 
     def record(self, event=None):
@@ -116,12 +209,64 @@ class _BaseStream:
         return event
 
     def wait_event(self, event):
-        """Make later work on this stream wait until ``event`` has happened."""
+        """Make later work on this stream wait until ``event`` has happened.
+
+        During a capture, waiting on an event recorded in the capture forks
+        the capture to this stream (its later work is captured into the
+        same graph, after the event) or joins it back; waiting on an event
+        recorded outside the capture is invalid (cudaEventWaitExternal is
+        not modelled)."""
         rec = event._rec
         if rec is None:                     # never recorded: nothing to wait
             return
         q = _queue_of(self)
-        q.submit(_noop, None, deps=[rec[1]])
+        _, item, cap = rec
+        if cap is None:
+            if q.capture is not None:
+                raise _capture_error(
+                    runtime.errorStreamCaptureIsolation, q.capture,
+                    "a wait on an event recorded outside the capture",
+                    "a capturing stream can wait only on events recorded "
+                    "in the same capture; record the event before "
+                    "begin_capture() on the stream itself")
+            q.submit(_noop, None, deps=[item])
+            return
+        if cap.origin.capture is not cap:       # that capture has ended
+            raise runtime._error(
+                runtime.errorCapturedEvent,
+                "the event was last recorded in a capture that has ended; "
+                "record it again outside the capture")
+        if q.capture is None:
+            if q.legacy:
+                cap.invalidate("a wait of the legacy null stream")
+                raise runtime._error(
+                    runtime.errorStreamCaptureImplicit,
+                    "the legacy null stream cannot join a capture; fork to "
+                    "a cp.cuda.Stream instead")
+            q.capture = cap                     # a fork: q joins the capture
+            cap.queues.append(q)
+        elif q.capture is not cap:
+            cap.invalidate("a merge with another capture")
+            raise _capture_error(
+                runtime.errorStreamCaptureMerge, q.capture,
+                "a merge with another capture",
+                "the event belongs to another stream's capture")
+        q.submit(_noop, None, deps=[item])
+
+    def add_callback(self, callback, arg):
+        """Call ``callback(stream, status, arg)`` on a host thread once the
+        work queued so far has run (cudaStreamAddCallback: ``status`` is 0,
+        cudaSuccess). As in CuPy, it cannot be captured: on a capturing
+        stream it raises and invalidates the capture; use
+        ``launch_host_func`` there."""
+        q = _queue_of(self)
+        if q.capture is not None:
+            raise _capture_error(
+                runtime.errorStreamCaptureUnsupported, q.capture,
+                "Stream.add_callback",
+                "add_callback cannot be captured; use launch_host_func")
+        stream = self
+        q.submit(lambda: callback(stream, 0, arg), kind=_hardware.HOST)
 
     def launch_host_func(self, callback, arg):
         """Run ``callback(arg)`` on the worker once prior work has run; the
@@ -130,7 +275,7 @@ class _BaseStream:
 
     def begin_capture(self, mode=None):
         """Start recording this stream's work into a graph (not running it)."""
-        if self.ptr == 0:
+        if self.ptr == 0 or self.ptr == runtime.streamLegacy:
             raise RuntimeError(
                 "cannot capture on the default (legacy) stream: capture on "
                 "a cp.cuda.Stream(non_blocking=True) instead")
@@ -138,31 +283,53 @@ class _BaseStream:
         if q.capture is not None:
             raise runtime._error(runtime.errorIllegalState,
                                  "the stream is already capturing")
-        q.capture, q.capture_error = [], None
+        q.capture = _hardware.Capture(q)
 
     def end_capture(self):
         """Stop recording and return the recorded work as a ``Graph``."""
         from .graph import Graph
         q = _queue_of(self)
-        if q.capture is None:
+        cap = q.capture
+        if cap is None:
             raise runtime._error(
                 runtime.errorIllegalState,
                 "end_capture() needs a begin_capture() on the same stream")
-        nodes, why = q.capture, q.capture_error
-        q.capture, q.capture_error = None, None
-        if why is not None:
+        if cap.origin is not q:
+            raise _capture_error(
+                runtime.errorStreamCaptureUnmatched, cap,
+                "end_capture() on a forked stream",
+                "call end_capture() on the stream that began the capture")
+        cap.end()
+        if cap.error is not None:
             raise runtime._error(
                 runtime.errorStreamCaptureInvalidated,
-                f"the capture was invalidated by {why}; capture only work "
-                "that stays on the device")
-        return Graph._from_nodes(nodes)
+                f"the capture was invalidated by {cap.error}; capture only "
+                "work that stays on the device")
+        if cap.unjoined():
+            raise runtime._error(
+                runtime.errorStreamCaptureUnjoined,
+                "a stream the capture forked to was not joined back: record "
+                "an event on it and wait_event() on the capturing stream "
+                "before end_capture()")
+        return Graph._from_nodes(cap.nodes)
 
     def is_capturing(self):
         return _queue_of(self).capture is not None
 
     @property
     def is_non_blocking(self):
-        return self.ptr != 0 and not _queue_of(self).blocking
+        if self.ptr in (0, runtime.streamLegacy, runtime.streamPerThread):
+            return False            # the default streams are blocking
+        return not self._queue.blocking
+
+    @property
+    def priority(self):
+        """The stream's priority (cudaStreamGetPriority): lower numbers are
+        higher priorities; 0 for the default streams. The model reports it
+        but does not schedule by it."""
+        if self.ptr in (0, runtime.streamLegacy, runtime.streamPerThread):
+            return 0
+        return self._queue.priority
 
 
 def _noop():
@@ -170,7 +337,13 @@ def _noop():
 
 
 class Stream(_BaseStream):
-    """A CUDA stream: an in-order queue of device work."""
+    """A CUDA stream: an in-order queue of device work.
+
+    ``Stream.null`` is the legacy default stream; ``Stream.ptds`` (or
+    ``Stream(ptds=True)``) the per-thread default stream: one queue per host
+    thread and device, blocking with respect to the legacy stream, as
+    CUDA's cudaStreamPerThread.
+    """
 
     null = None
     ptds = None
@@ -182,16 +355,24 @@ class Stream(_BaseStream):
             self._queue = None
             return
         if ptds:
-            raise NotImplementedError(
-                "the CPU device model has no per-thread default stream")
+            super().__init__(runtime.streamPerThread, -1)
+            self._queue = None
+            return
+        if priority is None:
+            priority = 0
+        least, greatest = _hardware.profile.priority_range
+        priority = min(max(int(priority), greatest), least)   # CUDA clamps
         device_id = runtime.getDevice()
         super().__init__(next(_ptrs), device_id)
         self._queue = _Queue(_state(device_id), f"stream-{self.ptr}",
                              blocking=not non_blocking)
+        self._queue.priority = priority
         weakref.finalize(self, self._queue.close)
 
 
 Stream.null = Stream(null=True)
+Stream.ptds = Stream(ptds=True)
+_tls = _StreamTLS()
 
 
 class Event:
@@ -203,24 +384,43 @@ class Event:
         self.block = block
         self.disable_timing = disable_timing
         self.ptr = next(_ptrs)
-        self._rec = None            # (queue, item): its time is item.end
+        self._rec = None    # (queue, item, capture or None): time item.end
+
+    def _captured(self, what):
+        """The capture the event was last recorded in, invalidated since it
+        is asked ``what`` (a captured event is not work that runs); None
+        for an event recorded outside a capture."""
+        rec = self._rec
+        cap = None if rec is None else rec[2]
+        if cap is not None and cap.origin.capture is cap:
+            cap.invalidate(f"{what} of an event recorded in the capture")
+        return cap
 
     @property
     def done(self):
+        """True if the recorded point has been reached. Asking an event
+        recorded in a capture answers False (and invalidates the capture
+        while it lasts), as cudaEventQuery's error does in CuPy."""
+        if self._captured("a query (Event.done)") is not None:
+            return False
         rec = self._rec
         return rec is None or rec[0].query(rec[1])
 
     def record(self, stream=None):
         """Mark the point in ``stream`` (default: current) reached so far:
-        the device clock's time when the stream gets there."""
+        the device clock's time when the stream gets there. On a capturing
+        stream it records a node of the graph, which other streams may
+        wait on (a fork or a join)."""
         q = _queue_of(stream)
-        if q.capture is not None:
-            raise NotImplementedError(
-                "the CPU device model does not capture events into graphs")
-        self._rec = (q, q.submit(_noop))
+        self._rec = (q, q.submit(_noop), q.capture)
 
     def synchronize(self):
         """Block the host until the recorded point has been reached."""
+        if self._captured("a synchronize") is not None:
+            raise runtime._error(
+                runtime.errorCapturedEvent,
+                "the event was recorded in a capture, so it marks no work "
+                "that runs; record it outside the capture to wait on it")
         rec = self._rec
         if rec is not None:
             rec[0].host_wait(rec[1])
@@ -230,6 +430,11 @@ def get_elapsed_time(start_event, end_event):
     """Milliseconds between two recorded, completed events."""
     stamps = []
     for ev in (start_event, end_event):
+        if ev._captured("a time query") is not None:
+            raise runtime._error(
+                runtime.errorCapturedEvent,
+                "an event recorded in a capture has no time; record the "
+                "events outside the capture, around graph.launch()")
         if ev._rec is None or ev.disable_timing:
             raise runtime._error(
                 runtime.errorInvalidResourceHandle,
