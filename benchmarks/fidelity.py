@@ -8,7 +8,23 @@ pageable bandwidth, a graph's speedup over eager launches, ...). This script
 measures it on whichever backend `src` picks, the way the lesson does and
 with the lesson's helpers (`src.transfer`, `src.timeline`, `src.pipeline`,
 `src.loops`, `src.timing`, `src.startup`), at the same sizes on either
-backend: the CPU device model's lesson sizes. Beside it, the GPU reference:
+backend. The sizes follow one rule: **the size the GPU lesson used (the size
+the H100 reference was measured at) where the model can afford it, else the
+largest the model can afford**. The model does every operation's real work
+on the CPU, so "afford" means that an experiment's real work fits in about
+ten seconds on 2 idle cores and its device arrays fit the model's 1 GiB
+device; a size is never chosen to make an effect agree. `SIZE_SPECS` lists
+each size here and the GPU lesson's; every row of the output says what its
+effect was measured at, the reference's size, and why they differ where
+they do (`SIZE_WHY`).
+
+Device-only effects are read on the device clock, as a GPU benchmark reads
+them: events on a stream after a warm-up, recorded around work that is only
+queued (start, queue the work, end, then wait), so that no host wait sits
+between the two events. The exception is a copy from pageable memory, which
+holds the host between its events on a GPU too.
+
+Beside each value, the GPU reference:
 
 * by default, ``book/reference/nvidia-h100.json``: what the lessons glued on
   an NVIDIA H100, combined by the formula each effect states. Those values
@@ -69,33 +85,97 @@ AGREES, DIFFERS, FLAGGED = "agrees", "differs", "flagged"
 NO_REFERENCE, NOT_MEASURED = "no reference", "not measured"
 DEFAULT_REFERENCE = refs.reference_path()
 
-# The CPU device model's lesson sizes (``pick(cpu=...)`` in each lesson),
-# used on every backend so that a GPU run measures the same work.
+# Sizes. Each effect is measured at the same size on either backend, chosen
+# by one rule: the size the GPU lesson used (``pick(gpu=...)``, the size the
+# H100 reference was measured at) if the model can afford it, else the
+# largest it can afford. The model does every operation's real work on the
+# CPU, so "afford" means: the experiment's real work fits in about ten
+# seconds on 2 idle cores, and its device arrays fit the model's default
+# device memory (BOOK_CPU_DEVICE_MEMORY, 1 GiB). Sizes are never chosen to
+# make an effect agree. Where a size differs from the GPU lesson's, the
+# effect's row says so, with the reason below.
 MIB = 2**20
-SIZES = {
-    "trip_small": 2**10,            # 01: sizes[0], bytes
-    "trip_large": 2**24,            # 01: sizes[-1] = pick(cpu=2**24), bytes
-    "dot_n": 1000,                  # 04: n, the dot(x, x).sum() matrix
-    "add_n": 2**17,                 # 04: v, float32 for y = y + 1
-    "adds": 10000,                  # 04: counts[-1]
-    "overlap_n": 2**23,             # 04: z, the device work beside a sort
-    "small": 1000,                  # 03: small, float32
-    "steps": 256,                   # 03: n_steps
-    "small_size": 4**5,             # 03: sizes[0], float32
-    "big_size": 4**10,              # 03: sizes[-1], float32
-    "size_trips": 32,               # 03: size_trips
-    "chunk": 4 * 1024 * 256,        # 05: chunk, float32
-    "n_streams": 4,                 # 05: the overlap demo's streams
-    "kernel_n": 4 * 1024 * 256,     # 05: d_big, float32
-    "energy_n": 2**23,              # 05: n_x, float32
-    "energy_chunk": 2**20,          # 05: values per chunk
-    "alloc": 64 * MIB,              # 06: alloc_sizes[-1], bytes
-    "bw_small": 2**10,              # 06: sizes[0], bytes
-    "bw_large": 64 * MIB,           # 06: largest, bytes
-    "set_m": 2**22,                 # 06: m, float32
-    "batch_m": 2**23,               # 06: m2, float32
-    "next_batch": 2**23,            # 06: next_batch, float32
+# name: (size used here, the GPU lesson's size, unit)
+SIZE_SPECS = {
+    "trip_small": (2**10, 2**10, "bytes"),              # 01: sizes[0]
+    "trip_large": (2**28, 2**28, "bytes"),              # 01: sizes[-1]
+    "dot_n": (2000, 4000, "matrix"),                    # 04: n
+    "add_n": (2**17, 2**22, "float32"),                 # 04: v
+    "adds": (10000, 10000, "additions"),                    # 04: counts[-1]
+    "overlap_n": (2**24, 2**26, "float64"),             # 04: z
+    "small": (1000, 1000, "float32"),                   # 03: small
+    "steps": (1024, 1024, "steps"),                     # 03: n_steps
+    "small_size": (4**5, 4**5, "float32"),              # 03: sizes[0]
+    "big_size": (4**12, 4**13, "float32"),              # 03: sizes[-1]
+    "size_trips": (32, 32, "steps"),                    # 03: size_trips
+    "carry": (4**13, 4**13, "float32"),                 # 03/06: big_size
+    "chunk": (4 * 1024 * 256, 4 * 1024 * 256, "float32"),   # 05: chunk
+    "n_streams": (4, 4, "streams"),                     # 05: demo streams
+    "kernel_n": (32 * 2**20, 32 * 2**20, "float32"),    # 05: d_big
+    "energy_n": (2**27, 2**27, "float32"),              # 05: n_x
+    "energy_chunk": (2**20, 2**20, "float32"),          # 05: per chunk
+    "alloc": (64 * MIB, 64 * MIB, "bytes"),             # 06: alloc_big
+    "bw_small": (2**10, 2**10, "bytes"),                # 06: sizes[0]
+    "bw_large": (256 * MIB, 256 * MIB, "bytes"),        # 06: largest
+    "set_m": (2**26, 2**26, "float32"),                 # 06: m
+    "batch_m": (2**26, 2**26, "float32"),               # 06: m2
+    "next_batch": (2**22, 2**22, "float32"),            # 06: next_batch
 }
+# Why a size is smaller than the GPU lesson's (the rule's "else").
+SIZE_WHY = {
+    "dot_n": "a 4000 x 4000 float64 product takes about 7 s of real CPU "
+             "work, and the experiments need a dozen",
+    "add_n": "60,000 additions of 16 MiB would take minutes of real CPU "
+             "work",
+    "overlap_n": "64 Mi float64 and its temporaries do not fit the model's "
+                 "1 GiB device",
+    "big_size": "a 256 MiB carry, its copy and each step's result do not "
+                "fit the model's 1 GiB device, and the four loops' real "
+                "work there is about a minute on 2 cores",
+}
+SIZES = {name: used for name, (used, _, _) in SIZE_SPECS.items()}
+GPU_SIZES = {name: gpu for name, (_, gpu, _) in SIZE_SPECS.items()}
+
+
+SMALLER = "smaller than the GPU's: "
+
+
+def size_label(name, value):
+    """``value`` of size ``name`` in words: "256 MiB", "16 Mi float32"."""
+    unit = SIZE_SPECS[name][2]
+
+    def amount(n):
+        for step, suffix in ((2**30, "Gi"), (2**20, "Mi"), (2**10, "Ki")):
+            if n >= step and n % step == 0:
+                return f"{n // step} {suffix}"
+        return f"{n:,}"
+    if unit == "bytes":
+        return amount(value) + "B" if value >= 2**10 else f"{value} B"
+    if unit == "matrix":
+        return f"{value} x {value} float64"
+    if unit in ("streams", "steps", "additions"):
+        return f"{value:,} {unit}"
+    return f"{amount(value)} {unit}".replace("  ", " ")
+
+
+def sizes_of(names):
+    """``(here, gpu, note)``: the sizes ``names`` as text, here and in the
+    GPU lesson, and why they differ (empty when they do not)."""
+    here = ", ".join(size_label(n, SIZES[n]) for n in names) or "-"
+    gpu = ", ".join(size_label(n, GPU_SIZES[n]) for n in names) or "-"
+    why = [SMALLER + SIZE_WHY[n] for n in names
+           if SIZES[n] != GPU_SIZES[n]]
+    return here, gpu, "; ".join(why)
+
+
+def free_pools():
+    """Give back the memory an experiment's pools kept (the model's device
+    is 1 GiB, and the next experiment's arrays must fit)."""
+    import gc
+    gc.collect()
+    sync()
+    cp.get_default_memory_pool().free_all_blocks()
+    cp.get_default_pinned_memory_pool().free_all_blocks()
 
 
 def sync():
@@ -174,7 +254,7 @@ def queue_print():
         sync()
         with EventTimer() as timer:
             y = _dot_sum(x)
-        device.append(timer.seconds)
+        device.append(timer.seconds)        # waits after the end event
     return {"queue_s": statistics.median(queued),
             "print_s": statistics.median(printed),
             "device_s": statistics.median(device)}
@@ -286,10 +366,14 @@ def host_beside_device():
 
 @experiment
 def loops():
-    """03: seconds per step of `fori_loop`, fastest of nine calls from an
-    idle device, on the small carry and at the largest size."""
+    """03: seconds per step of `fori_loop`. On 1,000 floats and at the
+    smallest size (mixed effects), as the lesson times them: host clock,
+    fastest of nine calls from an idle device. At the large size (device-only
+    effects), on the device clock: after a warm-up call, events on the
+    calling stream around one call (start, queue the loop, end, then wait),
+    fastest of two."""
     from src.loops import DOUBLE, fori_loop
-    from src.timing import Benchmark
+    from src.timing import Benchmark, EventTimer
 
     def seconds(fn, repeat=9):
         fn()
@@ -300,9 +384,20 @@ def loops():
             times.append(clock.seconds)
         return min(times)
 
-    def per_step(strategy, body, x, n):
-        return seconds(lambda: fori_loop(0, n, body, x,
-                                         strategy=strategy)) / n
+    def device_seconds(fn, repeat=2):
+        fn()                                # warm-up: loads, captures
+        sync()
+        times = []
+        for _ in range(repeat):
+            timer = EventTimer()            # on the current stream
+            with timer:
+                fn()
+            times.append(timer.seconds)     # waits, after the end event
+        return min(times)
+
+    def per_step(strategy, body, x, n, clock=seconds):
+        return clock(lambda: fori_loop(0, n, body, x,
+                                       strategy=strategy)) / n
 
     def double_in_place(_, x):
         return cp.add(x, x, out=x)
@@ -311,24 +406,29 @@ def loops():
     out = {f"{s}_s": per_step(s, DOUBLE, small, SIZES["steps"])
            for s in ("eager", "graph", "fused")}
     trips = SIZES["size_trips"]
-    for name in ("small_size", "big_size"):
-        x = cp.zeros(SIZES[name], dtype=cp.float32)
-        out[f"{name}_eager_s"] = per_step("eager", DOUBLE, x, trips)
-        out[f"{name}_fused_s"] = per_step("fused", DOUBLE, x, trips)
+    x = cp.zeros(SIZES["small_size"], dtype=cp.float32)
+    out["small_size_eager_s"] = per_step("eager", DOUBLE, x, trips)
+    out["small_size_fused_s"] = per_step("fused", DOUBLE, x, trips)
     big = cp.zeros(SIZES["big_size"], dtype=cp.float32)
-    out["big_size_graph_s"] = per_step("graph", DOUBLE, big, trips)
-    out["big_size_graph_in_place_s"] = per_step("graph", double_in_place,
-                                                big, trips)
+    for name, strategy, body in (("eager", "eager", DOUBLE),
+                                 ("fused", "fused", DOUBLE),
+                                 ("graph", "graph", DOUBLE),
+                                 ("graph_in_place", "graph",
+                                  double_in_place)):
+        out[f"big_size_{name}_s"] = per_step(strategy, body, big, trips,
+                                             device_seconds)
     return out
 
 
 @experiment
 def copy_and_add():
-    """03/06: an H2D copy of the large loop carry from pinned memory, and one
-    ``x + x`` on it, each timed with events on one stream (best of five)."""
+    """03/06: an H2D copy of the large loop carry from pinned memory
+    (`transfer.time_copy`), and one ``x + x`` on it, each timed with events
+    on one stream after a warm-up: start, queue the work, end, then wait
+    (best of five)."""
     from src import transfer
     from src.timing import EventTimer
-    n = SIZES["big_size"]
+    n = SIZES["carry"]
     stream = cp.cuda.Stream(non_blocking=True)
     host = cpx.zeros_pinned(n, dtype=np.float32)
     with stream:
@@ -419,8 +519,9 @@ def overlap_demo():
 @experiment
 def energy():
     """05: MindSpore's chunked energy in chunks of 2**20 values on one and
-    two streams; fastest of nine runs each (after one warm-up round),
-    as the lesson keeps."""
+    two streams, on a `Timeline` (events); fastest of three runs each after
+    one warm-up round (the lesson keeps ten at its CPU size; at the GPU's
+    size each round is 2 x 512 MiB of real work)."""
     from src import pipeline, timeline
     n_x = SIZES["energy_n"]
     n_chunks = n_x // SIZES["energy_chunk"]
@@ -430,7 +531,7 @@ def energy():
     built = {n_s: pipeline.energy_stages(x, 1.0, 0.5, n_chunks, n_s)[0]
              for n_s in (1, 2)}
     fastest = {}
-    for repeat in range(10):
+    for repeat in range(4):
         for n_s, stages in built.items():
             ops = pipeline.measure(stages, n_chunks, streams[:n_s])
             if repeat > 0 and (n_s not in fastest or timeline.makespan(ops)
@@ -673,8 +774,9 @@ EFFECTS = [
            MIXED, "host_beside_device", "wait_first_s / host_first_s",
            ("04_async/wrong_ms", "04_async/right_ms"),
            "wrong_ms / right_ms",
-           "the model's device work runs on the host's own cores, so host "
-           "work beside it competes instead of overlapping"),
+           "the device work's real NumPy time (over 100 ms; modelled: under "
+           "1 ms) sets the host work's length and shares the host's cores "
+           "with it, so the two compete instead of overlapping"),
     Effect("blocking_over_non_blocking_stream",
            "host wait on the default stream: blocking over non-blocking",
            MIXED, "default_stream", "blocking_s / non_blocking_s",
@@ -729,8 +831,9 @@ EFFECTS = [
            ("06_pinned_memory/blk_pageable_nb",
             "06_pinned_memory/blk_pageable_b"),
            "blk_pageable_nb / blk_pageable_b",
-           "a pageable copy must hold the host for the staging and the "
-           "copy; a model that stages without the copy returns early"),
+           "the blocking call waits for the real copy into device memory, "
+           "which outlasts its modelled staging and copy; the non-blocking "
+           "one only for its staging"),
     Effect("both_over_neither_blocked",
            "host blocked: pinned non-blocking over pageable blocking",
            MIXED, "two_by_two", "blk_pinned_nb_s / blk_pageable_b_s",
@@ -745,17 +848,54 @@ EFFECTS = [
            ("06_pinned_memory/tot_pinned_nb",
             "06_pinned_memory/tot_pageable_b"),
            "tot_pinned_nb / tot_pageable_b",
-           "the model's copy and model run on the host's own cores, so host "
-           "work beside them competes instead of overlapping"),
+           "the step's real copy and model (NumPy, about 0.1 s) outlast "
+           "their modelled time and share the host's cores with the host "
+           "work, so nothing is hidden by overlap"),
     Effect("host_first_over_consume_first",
            "step total: host work first over consuming first",
            MIXED, "consume_order",
            "host_first_total_s / consume_first_total_s",
            ("06_pinned_memory/later_total", "06_pinned_memory/consume_total"),
            "later_total / consume_total",
-           "the model's copy and model run on the host's own cores, so host "
-           "work beside them competes instead of overlapping"),
+           "the step's real copy and model (NumPy, about 0.1 s) outlast "
+           "their modelled time and share the host's cores with the host "
+           "work, so nothing is hidden by overlap"),
 ]
+
+
+# The sizes (names in SIZE_SPECS) each effect is measured at.
+EFFECT_SIZES = {
+    "pinned_over_pageable_bw": ("bw_large",),
+    "large_over_small_bw": ("bw_large", "bw_small"),
+    "copy_over_add": ("carry",),
+    "demo_copies_over_kernel": ("chunk", "n_streams"),
+    "demo_v1_speedup": ("chunk", "n_streams"),
+    "demo_v2_speedup": ("chunk", "n_streams"),
+    "one_copy_engine_v1_over_v2": ("chunk", "n_streams"),
+    "energy_bound": ("energy_n", "energy_chunk"),
+    "energy_two_streams": ("energy_n", "energy_chunk"),
+    "big_eager_over_fused": ("big_size", "size_trips"),
+    "graph_copy_cost": ("big_size", "size_trips"),
+    "first_over_later": (),
+    "round_trip_over_device_copy": ("trip_large",),
+    "small_trip_over_its_bytes": ("trip_small", "trip_large"),
+    "print_over_queue": ("dot_n",),
+    "device_over_queue": ("dot_n",),
+    "wait_each_over_queue_all": ("add_n", "adds"),
+    "launch_blocking_over_async": ("dot_n",),
+    "wait_first_over_host_first": ("overlap_n",),
+    "blocking_over_non_blocking_stream": ("kernel_n",),
+    "eager_over_fused_small": ("small", "steps"),
+    "eager_over_graph_small": ("small", "steps"),
+    "eager_over_fused_smallest": ("small_size", "size_trips"),
+    "alloc_pinned_over_pageable": ("alloc",),
+    "set_pinned_returns_over_done": ("set_m",),
+    "set_pageable_returns_over_done": ("set_m",),
+    "pageable_nb_over_b_blocked": ("batch_m", "next_batch"),
+    "both_over_neither_blocked": ("batch_m", "next_batch"),
+    "both_over_neither_total": ("batch_m", "next_batch"),
+    "host_first_over_consume_first": ("batch_m", "next_batch"),
+}
 
 
 # -- formulas, verdicts -------------------------------------------------------
@@ -869,6 +1009,7 @@ def measure(effects):
             raw[name] = EXPERIMENTS[name]()
         except Exception as exc:            # report it, measure the rest
             errors[name] = f"{type(exc).__name__}: {exc}"
+        free_pools()
         print(f"  {name:20s} {time.perf_counter() - t0:6.1f} s",
               file=sys.stderr)
     return raw, errors
@@ -885,6 +1026,7 @@ def evaluate_effects(effects, raw, errors, ref_of):
             except ZeroDivisionError:
                 live = math.inf
         v = verdict(e.cls, live, ref, gain=e.gain)
+        here, gpu, why = sizes_of(EFFECT_SIZES.get(e.key, ()))
         rows[e.key] = {
             "title": e.title, "class": e.cls, "lesson": e.lesson,
             "live": live, "reference": ref, "reference_state": state,
@@ -893,6 +1035,8 @@ def evaluate_effects(effects, raw, errors, ref_of):
             "live_formula": f"{e.experiment}: {e.live}",
             "reference_keys": list(e.refs),
             "reference_formula": e.formula,
+            "size": here, "reference_size": gpu,
+            "same_size": not why, "size_note": why,
         }
         if e.experiment in errors:
             rows[e.key]["error"] = errors[e.experiment]
@@ -947,7 +1091,8 @@ def assemble(effects, raw, errors, info, ref_of, seconds=0.0,
         "seconds": round(seconds, 1),
         "live_note": live_note(backend),
         "reference": info, "factor": FACTOR, "band": BAND,
-        "sizes": SIZES, "effects": rows, "raw": raw, "errors": errors,
+        "sizes": SIZES, "gpu_sizes": GPU_SIZES, "effects": rows,
+        "raw": raw, "errors": errors,
         "summary": summarize(rows),
     }
 
@@ -967,24 +1112,34 @@ def live_note(backend):
     """What this run's values are."""
     if backend == "gpu":
         return ("this run is on a GPU: its values are this GPU's own, at "
-                "the model's sizes; pass its --json as --reference to "
-                "compare the model with it size for size")
-    return ("this run is on the CPU device model, at the model's lesson "
-            "sizes")
+                "the same sizes as the model's run; pass its --json as "
+                "--reference to compare the model with it size for size")
+    return ("this run is on the CPU device model, at the GPU lessons' sizes "
+            "where the model can afford them (each row says its size)")
+
+
+def size_cell(r):
+    """The size an effect was measured at, and the reference's where it
+    differs."""
+    if r.get("same_size", True):
+        return r.get("size", "-")
+    return f"{r['size']} (GPU: {r['reference_size']})"
 
 
 def table(result):
     """The effects as aligned text, for the terminal."""
-    head = ["effect", "class", live_header(result), "reference", "verdict"]
+    head = ["effect", "class", "size", live_header(result), "reference",
+            "verdict"]
     lines = []
     for key, r in result["effects"].items():
         v = r["verdict"] + (f" ({r['reason']})" if r["reason"] else "")
         cls = r["class"] + (", gain" if r["judged_on"] != "ratio" else "")
-        lines.append([key, cls, fmt(r["live"]), fmt(r["reference"]),
-                      v])
-    widths = [max(len(x[i]) for x in [head] + lines) for i in range(4)]
-    out = ["  ".join(c.ljust(w) for c, w in zip(row[:4], widths))
-           + "  " + row[4] for row in [head] + lines]
+        lines.append([key, cls, size_cell(r), fmt(r["live"]),
+                      fmt(r["reference"]), v])
+    n = len(head) - 1
+    widths = [max(len(x[i]) for x in [head] + lines) for i in range(n)]
+    out = ["  ".join(c.ljust(w) for c, w in zip(row[:n], widths))
+           + "  " + row[n] for row in [head] + lines]
     s = result["summary"]
     out += ["", f"live: {result['live_note']}",
             f"reference: {result['reference']['note']}",
@@ -1031,14 +1186,24 @@ def markdown(result):
         "NumPy doing the real work on the CPU, and threads on the same "
         "cores. Where that real work is slower than the modelled time, "
         "or competes with the host's own work, a mixed effect can point "
-        "the other way; it is then *flagged*, with the reason. The GPU's "
-        "values come from the lessons' GPU sizes, larger than the model's, "
-        "so a ratio that grows with size can differ for that reason "
-        "alone.",
+        "the other way; it is then *flagged*, with the reason.",
         "",
-        f"| effect | lesson | class | {live} | {ref_name} | agrees? | "
-        "reason if flagged |",
-        "|---|---|---|---|---|---|---|",
+        "Each effect is measured here at the size the GPU lesson used, the "
+        "size the reference was measured at, where the model can afford "
+        "it, and otherwise at the largest size it can afford: the model "
+        "does every operation's real work on the CPU, so an experiment's "
+        "real work must fit in about ten seconds on 2 cores, and its "
+        "arrays in the model's 1 GiB device. No size is chosen to make an "
+        "effect agree. Where the sizes differ, the size column gives the "
+        "GPU's too, and the notes below say why. Device-only effects are "
+        "read on the device clock, as a GPU benchmark reads them: events "
+        "recorded after a warm-up around work that is only queued, with "
+        "no host wait between them (except inside a copy from pageable "
+        "memory, which holds the host on a GPU too).",
+        "",
+        f"| effect | lesson | class | size | {live} | {ref_name} | "
+        "agrees? | reason if flagged |",
+        "|---|---|---|---|---|---|---|---|",
     ]
     for key, r in result["effects"].items():
         ref = fmt(r["reference"])
@@ -1048,8 +1213,8 @@ def markdown(result):
             r["verdict"], r["verdict"])
         cls = r["class"] + (", gain" if r["judged_on"] != "ratio" else "")
         lines.append(f"| {r['title']} | {r['lesson'][:2]} | {cls} "
-                     f"| {fmt(r['live'])} | {ref} | {agrees} | "
-                     f"{r['reason']} |")
+                     f"| {size_cell(r)} | {fmt(r['live'])} | {ref} "
+                     f"| {agrees} | {r['reason']} |")
     lines += [
         "",
         f"Device-only effects within a factor of {FACTOR:g}: "
@@ -1063,6 +1228,18 @@ def markdown(result):
         f"regenerate with `{COMMAND}`. \"Stale\" marks a reference whose "
         "lesson cell has changed since the GPU ran it.",
         "",
+    ]
+    notes = {}
+    for r in result["effects"].values():
+        if r.get("size_note"):
+            notes.setdefault(r["size_note"], []).append(r["title"])
+    if notes:
+        lines += ["Sizes smaller than the GPU lesson's:", ""]
+        lines += [f"* {'; '.join(f'*{t}*' for t in titles)}: "
+                  f"{note.removeprefix(SMALLER)}."
+                  for note, titles in notes.items()]
+        lines.append("")
+    lines += [
         "## How each effect is computed",
         "",
         "Measured here: the experiment in `benchmarks/fidelity.py` and the "

@@ -45,6 +45,26 @@ def test_at_least_15_effects_each_classed_and_measured(fid):
         assert e.title and "\n" not in e.title, e.key
 
 
+def test_each_effect_has_its_sizes_by_the_rule(fid):
+    """Sizes are the GPU lesson's, or smaller with a reason written down;
+    never larger, never chosen per backend."""
+    assert set(fid.EFFECT_SIZES) == {e.key for e in fid.EFFECTS}
+    for key, names in fid.EFFECT_SIZES.items():
+        for name in names:
+            assert name in fid.SIZE_SPECS, (key, name)
+    for name, (used, gpu, unit) in fid.SIZE_SPECS.items():
+        assert 0 < used <= gpu, name
+        assert (used == gpu) == (name not in fid.SIZE_WHY), name
+        assert fid.size_label(name, used)
+    assert set(fid.SIZE_WHY) <= set(fid.SIZE_SPECS)
+    here, gpu, why = fid.sizes_of(("bw_large", "bw_small"))
+    assert (here, gpu, why) == ("256 MiB, 1 KiB", "256 MiB, 1 KiB", "")
+    here, gpu, why = fid.sizes_of(("big_size",))
+    assert here != gpu and why.startswith("smaller than the GPU's")
+    assert "(1 GiB device" in fid.__doc__ or "1 GiB" in fid.__doc__
+    assert "largest the model can afford" in fid.__doc__
+
+
 def test_each_effect_names_existing_reference_keys(fid):
     lessons = json.loads(H100.read_text())["lessons"]
     for e in fid.EFFECTS:
@@ -149,8 +169,14 @@ def test_synthetic_result_summary_table_and_page(fid):
 
     page = fid.markdown(result)
     assert page.startswith("# ")
-    assert ("| effect | lesson | class | this model | NVIDIA H100 | "
-            "agrees? | reason if flagged |") in page
+    assert ("| effect | lesson | class | size | this model | NVIDIA H100 "
+            "| agrees? | reason if flagged |") in page
+    for row in rows.values():
+        assert row["size"] and row["reference_size"]
+        assert row["same_size"] == (row["size"] == row["reference_size"])
+        if not row["same_size"]:
+            assert f"(GPU: {row['reference_size']})" in page
+            assert row["size_note"].removeprefix(fid.SMALLER) in page
     assert "until a GPU runs fidelity.py itself" in page
     for row in rows.values():
         assert f"| {row['title']} |" in page
