@@ -8,6 +8,8 @@ import pytest
 import src.cpudevice as cp
 from src import twins
 
+import modelkit
+
 f32, f64, i32, u32 = numpy.float32, numpy.float64, numpy.int32, numpy.uint32
 XF = numpy.array([-2.75, -1.5, -0.25, 0.0, 0.5, 1.25, 2.5, 3.75], f32)
 XI = numpy.array([-7, -5, -3, -1, 0, 2, 5, 7], i32)
@@ -174,7 +176,7 @@ def test_a_registered_twin_wins_over_the_translation():
         assert k(cp.ones(3)).get().tolist() == [42, 42, 42]
         assert calls
     finally:
-        twins._TWINS.pop("ck_twin_wins")
+        modelkit.unregister_twin("ck_twin_wins")
 
 
 def test_raw_kernel_without_twin_keeps_its_error():
@@ -237,5 +239,5 @@ def test_translation_is_cached_per_type_signature():
     k(cp.ones(3, cp.float32))
     k(cp.ones(3, cp.float32))
     k(cp.ones(3, cp.int32))
-    assert len(k._translated) == 2
+    assert modelkit.translated_variants(k) == 2
     assert k(cp.ones(3, cp.int32)).dtype == numpy.int32

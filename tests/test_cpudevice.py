@@ -1,9 +1,6 @@
 """The CPU device model keeps CuPy's semantics (DESIGN: 'Semantics the CPU
 device model must keep'). Ordering is tested with gates, never with timing."""
 import gc
-import os
-import subprocess
-import sys
 import threading
 import weakref
 
@@ -12,18 +9,14 @@ import pytest
 
 import src.cpudevice as cp
 import src.cpudevice.cupyx as cpx
-from modelkit import WAIT_S, Gate, wait_until
+import subproc
+from modelkit import Gate, wait_until
 
-BOOK = os.path.join(os.path.dirname(__file__), "..", "book")
 pool = cp.get_default_memory_pool()
 
 
 def run_py(code, **env):
-    e = dict(os.environ, **{"BOOK_BACKEND": "cpu", **env})
-    r = subprocess.run([sys.executable, "-c", code], cwd=BOOK, env=e,
-                       capture_output=True, text=True, timeout=120)
-    assert r.returncode == 0, r.stderr
-    return r.stdout.strip()
+    return subproc.output(code, env={"BOOK_BACKEND": "cpu", **env})
 
 
 # -- backend selection --------------------------------------------------------
@@ -81,9 +74,8 @@ def test_bad_device_id_raises_cuda_invalid_device():
 
 def test_device_starts_lazily_on_first_use():
     out = run_py("from src import cp\n"
-                 "from src.cpudevice.cuda.device import _initialized\n"
-                 "a = _initialized(0); x = cp.ones(3); print(a, "
-                 "_initialized(0))")
+                 "from modelkit import device_initialized as started\n"
+                 "a = started(0); x = cp.ones(3); print(a, started(0))")
     assert out == "False True"
 
 
@@ -478,14 +470,10 @@ def test_exception_classes_have_cupys_bases():
 
 
 def test_cuda_launch_blocking_makes_every_operation_synchronous():
-    code = ("from src import cp\nfrom modelkit import Gate\n"
+    code = ("from src import cp\n"
             "x = cp.ones(10**6); e0 = cp.cuda.Event()\n"
             "y = x * 2; e0.record(); print(e0.done)")
-    env = dict(os.environ, BOOK_BACKEND="cpu", CUDA_LAUNCH_BLOCKING="1",
-               PYTHONPATH=os.path.dirname(__file__))
-    r = subprocess.run([sys.executable, "-c", code], cwd=BOOK, env=env,
-                       capture_output=True, text=True, timeout=120)
-    assert r.stdout.strip() == "True", r.stderr
+    assert run_py(code, CUDA_LAUNCH_BLOCKING="1") == "True"
 
 
 # -- faults and lifetimes -------------------------------------------------------------

@@ -7,6 +7,7 @@ import pytest
 
 import src.cpudevice as cp
 import src.cpudevice.cupyx as cpx
+import modelkit
 from modelkit import Gate
 
 pool = cp.get_default_memory_pool()
@@ -153,7 +154,7 @@ def raw_twin():
         seen.append((grid, block, args))
     yield cp.RawKernel("extern \"C\" __global__ void f() {}",
                        "cupy_probe_raw"), seen
-    twins._TWINS.pop("cupy_probe_raw")
+    modelkit.unregister_twin("cupy_probe_raw")
 
 
 def test_raw_kernel_wants_tuples_for_grid_and_block(raw_twin):

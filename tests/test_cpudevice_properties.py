@@ -8,7 +8,7 @@ from hypothesis import given, settings, strategies as st
 
 import src.cpudevice as cp
 import src.cpudevice.cupyx as cpx
-from modelkit import wait_until
+from modelkit import pinned_bytes_in_use, wait_until
 
 N = 64
 OPS = ["add", "mul", "scale", "copy"]
@@ -62,7 +62,6 @@ def model_threads():
 
 
 def test_threads_pool_and_pinned_bytes_return_to_baseline():
-    from src.cpudevice.cuda.pinned_memory import _pinned_bytes_in_use
     pool = cp.get_default_memory_pool()
     ppool = cp.get_default_pinned_memory_pool()
     gc.collect()
@@ -81,5 +80,5 @@ def test_threads_pool_and_pinned_bytes_return_to_baseline():
     assert pool.used_bytes() == used0
     ppool.free_all_blocks()
     pool.free_all_blocks()
-    assert _pinned_bytes_in_use() == 0
+    assert pinned_bytes_in_use() == 0
     assert wait_until(lambda: model_threads() <= 1)   # at most the null's

@@ -4,12 +4,12 @@ or a reason for having none."""
 import base64
 import json
 import subprocess
-import sys
 from pathlib import Path
 
 import nbformat
 import pytest
 
+import subproc
 import src
 from src import reference as R
 
@@ -269,9 +269,7 @@ def test_figure_data_is_glued_as_json_a_notebook_can_store():
 
 
 def test_status_command_runs_from_book():
-    out = subprocess.run([sys.executable, "-m", "src.reference", "status"],
-                         cwd=BOOK, capture_output=True, text=True,
-                         timeout=120)
+    out = subproc.run(["-m", "src.reference", "status"])
     assert out.returncode == 0, out.stderr
     for lesson in LESSONS:
         assert lesson in out.stdout

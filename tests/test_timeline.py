@@ -14,9 +14,8 @@ import matplotlib
 import numpy as np
 import pytest
 
-from modelkit import Gate, wait_until
+from modelkit import Gate, compute_engine_busy, timeline_slots, wait_until
 from src import BACKEND, cp, cpx, kernels, timeline
-from src.cpudevice.cuda.device import _state
 from src.timeline import Op, Timeline
 
 matplotlib.use("Agg")
@@ -68,7 +67,7 @@ def hold_compute_engine(gate, stream):
     """Queue a kernel on ``stream`` that holds the compute engine until
     ``gate`` opens, and return once it holds it."""
     gate.hold_engine(stream)
-    assert wait_until(_state(0).compute.locked)
+    assert wait_until(compute_engine_busy)
     time.sleep(0.05)                # past the zeros(1) queued before it
 
 
@@ -193,7 +192,7 @@ def test_a_timeline_stamps_more_kernels_than_one_buffer_holds():
     a, b = streams(2)
     dev = cp.zeros(256, cp.float32)
     tl = Timeline([a, b])
-    n = timeline._SLOTS + 20
+    n = timeline_slots() + 20
     for i in range(n):
         s = (a, b)[i % 2]
         with tl.op(s, "kernel"):

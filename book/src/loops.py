@@ -162,7 +162,7 @@ def _fused(kernel, lower, upper, x):
 _capture_streams = {}
 
 
-def _capture_stream():
+def capture_stream():
     """This device's stream for captures, made once and kept.
 
     Kept, not remade: blocks that a captured step allocates go back to this
@@ -180,7 +180,7 @@ def _replayed(lower, upper, body, x):
     caller = cp.cuda.get_current_stream()
     i = cp.full((), lower, dtype=cp.int32)
     ready = caller.record()             # x and i are queued on the caller
-    stream = _capture_stream()
+    stream = capture_stream()
     with stream:
         stream.begin_capture()
         try:
