@@ -84,7 +84,28 @@ def event_ms(stream, issue, repeat=3):
     return best
 
 
-# -- the profile --------------------------------------------------------------
+def overlap_demo(versions=("sequential", "v1", "v2"), repeat=3):
+    """NVIDIA's demo (4 streams of a million floats): the fastest makespan
+    of ``repeat`` runs of each version, in ms."""
+    chunk, n_streams = 4 * 1024 * 256, 4
+    a = cpx.zeros_pinned(chunk * n_streams, dtype=np.float32)
+    d_a = empty(a.size)
+    streams = [cp.cuda.Stream(non_blocking=True) for _ in range(n_streams)]
+    ms = {v: float("inf") for v in versions}
+    for v in [v for v in versions for _ in range(repeat)]:
+        if v == "sequential":
+            tl = Timeline([cp.cuda.Stream.null])
+            pipeline.sequential(pipeline.overlap_stages(a, d_a, 1),
+                                timeline=tl)
+            ops = tl.ops()
+        else:
+            ops = pipeline.measure(pipeline.overlap_stages(a, d_a, n_streams),
+                                   n_streams, streams, v)
+        ms[v] = min(ms[v], timeline.makespan(ops))
+    cp.cuda.Device().synchronize()
+    return ms
+
+
 def test_properties_report_the_profile():
     p = cp.cuda.runtime.getDeviceProperties(0)
     prof = hardware.profile
@@ -142,7 +163,6 @@ def test_a_kernels_globaltimer_reads_its_modelled_work_not_the_cpus(
     assert span_ms <= cp.cuda.get_elapsed_time(start, end)
 
 
-# -- calibration: device-only effects against the H100 ------------------------
 @pytest.mark.timeout(120)
 def test_pinned_against_pageable_h2d_bandwidth(profile):
     profile()
@@ -168,28 +188,6 @@ def test_a_copy_against_an_elementwise_kernel_on_the_same_array(profile):
             dev.__iadd__(1)
     t_kernel = event_ms(s, add_one)
     assert within_2x(t_copy / t_kernel, H100["copy_kernel"])
-
-
-def overlap_demo(versions=("sequential", "v1", "v2"), repeat=3):
-    """NVIDIA's demo (4 streams of a million floats): the fastest makespan
-    of ``repeat`` runs of each version, in ms."""
-    chunk, n_streams = 4 * 1024 * 256, 4
-    a = cpx.zeros_pinned(chunk * n_streams, dtype=np.float32)
-    d_a = empty(a.size)
-    streams = [cp.cuda.Stream(non_blocking=True) for _ in range(n_streams)]
-    ms = {v: float("inf") for v in versions}
-    for v in [v for v in versions for _ in range(repeat)]:
-        if v == "sequential":
-            tl = Timeline([cp.cuda.Stream.null])
-            pipeline.sequential(pipeline.overlap_stages(a, d_a, 1),
-                                timeline=tl)
-            ops = tl.ops()
-        else:
-            ops = pipeline.measure(pipeline.overlap_stages(a, d_a, n_streams),
-                                   n_streams, streams, v)
-        ms[v] = min(ms[v], timeline.makespan(ops))
-    cp.cuda.Device().synchronize()
-    return ms
 
 
 @pytest.mark.timeout(120)
@@ -238,7 +236,6 @@ def test_non_blocking_alone_frees_the_host_little_for_pageable_memory(
     assert within_2x(ratio, H100["pageable_nb_b"]) and ratio < 1
 
 
-# -- engines ------------------------------------------------------------------
 def test_two_copies_in_one_direction_take_turns_on_its_engine(profile):
     profile()
     a, b = (cp.cuda.Stream(non_blocking=True) for _ in range(2))
@@ -312,7 +309,6 @@ def test_a_host_wait_returns_at_the_modelled_end_without_spinning(profile):
     assert cpu < 0.5 * waited + 0.005      # slept, did not spin
 
 
-# -- a worker never dies silently ---------------------------------------------
 @pytest.mark.timeout(60)
 def test_a_failure_in_a_workers_bookkeeping_surfaces_at_the_next_wait(
         monkeypatch):
