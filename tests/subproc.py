@@ -15,8 +15,8 @@ BOOK = ROOT / "book"
 TIMEOUT_S = 120
 
 
-def run(args, *, backend=None, env=None, cwd=BOOK, timeout=TIMEOUT_S):
-    """``python *args`` in a fresh process: its ``CompletedProcess`` (text).
+def command(argv, *, backend=None, env=None, cwd=BOOK, timeout=TIMEOUT_S):
+    """Run ``argv`` in a fresh process: its ``CompletedProcess`` (text).
 
     ``backend`` sets ``BOOK_BACKEND`` (None: inherit this process's);
     ``env`` adds variables; the timeout is never unset.
@@ -26,9 +26,13 @@ def run(args, *, backend=None, env=None, cwd=BOOK, timeout=TIMEOUT_S):
         e["BOOK_BACKEND"] = backend
     e["PYTHONPATH"] = os.pathsep.join(
         p for p in (str(TESTS), str(BOOK), e.get("PYTHONPATH")) if p)
-    return subprocess.run([sys.executable, *args], cwd=cwd, env=e,
-                          capture_output=True, text=True,
-                          timeout=timeout or TIMEOUT_S)
+    return subprocess.run(list(argv), cwd=cwd, env=e, capture_output=True,
+                          text=True, timeout=timeout or TIMEOUT_S)
+
+
+def run(args, **kw):
+    """``python *args`` (this interpreter) in a fresh process (`command`)."""
+    return command([sys.executable, *args], **kw)
 
 
 def run_code(code, **kw):

@@ -87,3 +87,22 @@ def test_no_test_names_a_private_of_src(path):
 ])
 def test_the_rule_itself(code, bad):
     assert bool(private_references(ast.parse(code))) == bad
+
+
+def child_processes(tree):
+    """Lines that start a process other than through `subproc`."""
+    return [node.lineno for node in ast.walk(tree)
+            if isinstance(node, ast.Attribute)
+            and isinstance(node.value, ast.Name)
+            and node.value.id in ("subprocess", "os")
+            and node.attr in ("run", "Popen", "call", "check_call",
+                              "check_output", "system", "popen")]
+
+
+@pytest.mark.parametrize("path", [p for p in files_to_check()
+                                  if p.name != "subproc.py"],
+                         ids=lambda p: str(p.relative_to(TESTS)))
+def test_every_child_process_goes_through_subproc(path):
+    """One runner (tests/subproc.py) starts every child, with a timeout."""
+    lines = child_processes(ast.parse(path.read_text(encoding="utf-8")))
+    assert not lines, f"{path.name}: use subproc.run/command at {lines}"

@@ -3,7 +3,6 @@ lesson's, each in a known state, and no glued number without a reference
 or a reason for having none."""
 import base64
 import json
-import subprocess
 from pathlib import Path
 
 import nbformat
@@ -368,8 +367,7 @@ def test_exclusions_name_glued_keys_with_reasons():
 def test_gpu_lane_scripts_parse():
     tools = BOOK.parent / "tools" / "gpu"
     for name in ("prepare.sh", "run.sh", "refresh-reference.sh"):
-        out = subprocess.run(["bash", "-n", str(tools / name)],
-                             capture_output=True, text=True, timeout=60)
+        out = subproc.command(["bash", "-n", str(tools / name)], timeout=60)
         assert out.returncode == 0, (name, out.stderr)
     ignored = (BOOK.parent / ".gitignore").read_text().split()
     assert "/.gpu/" in ignored, ".gpu/ (the lane's wheels and output) " \
