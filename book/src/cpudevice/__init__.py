@@ -3,7 +3,9 @@
 Same names, signatures, exceptions and semantics as CuPy, with the work done
 for real: arrays live in a memory pool of real buffers, operations are queued
 on streams run by worker threads, copies go through copy engines, and pinned
-host memory is page-locked. See DESIGN in the repository for what it keeps.
+host memory is page-locked. Its rules (the layers, the engines and the
+device clock, the locks and why, what is modelled and what is real) are in
+README.md beside this file.
 Imported as ``cp`` by ``from src import cp`` when no GPU is usable.
 """
 import numpy as _np
