@@ -2,13 +2,14 @@
 (`cupy.cuda.pinned_memory`, `cupyx.empty_like_pinned`): pageable copies are
 staged, pinned copies are asynchronous and read their buffer later."""
 import gc
+import threading
 
 import numpy
 import pytest
 
 import src.cpudevice as cp
 import src.cpudevice.cupyx as cpx
-from modelkit import Gate
+from modelkit import WAIT_S, Gate
 
 
 def test_pinned_memory_and_pool():
@@ -92,3 +93,27 @@ def test_empty_like_pinned_keeps_layouts_and_refuses_subok():
             cpx.empty_like_pinned(f, subok=subok)
     with pytest.raises(ValueError, match="order not understood"):
         cpx.empty_like_pinned(f, order="X")
+
+
+def test_pageable_copies_from_many_threads_share_the_bounce_buffers():
+    """Uploads (host threads) and downloads (stream workers) take and give
+    the staging buffers at once; each copy still gets its own bytes."""
+    errors = []
+
+    def copy_back_and_forth(i):
+        try:
+            with cp.cuda.Stream(non_blocking=True):
+                for n in range(10):
+                    h = numpy.full(4096 + 512 * n, i, numpy.float32)
+                    if not (cp.asarray(h).get() == h).all():
+                        errors.append(i)
+        except Exception as e:          # noqa: BLE001  (reported below)
+            errors.append(e)
+
+    threads = [threading.Thread(target=copy_back_and_forth, args=(i,))
+               for i in range(6)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(WAIT_S)
+    assert not any(t.is_alive() for t in threads) and not errors, errors

@@ -337,21 +337,28 @@ def dot(a, b, out=None):
 
 # -- host <-> device copies -----------------------------------------------------
 class _Staging:
-    """The driver's bounce buffers for copies from and to pageable memory."""
+    """The driver's bounce buffers for copies from and to pageable memory.
+
+    Host threads (uploads) and stream workers (downloads) take and give
+    buffers at once: the free list is guarded by a lock, or two threads
+    could find the same buffer and one pop another's."""
 
     def __init__(self):
         self.free = []
+        self.lock = threading.Lock()
 
     def take(self, nbytes):
-        for i, buf in enumerate(self.free):
-            if buf.nbytes >= nbytes:
-                return self.free.pop(i)
+        with self.lock:
+            for i, buf in enumerate(self.free):
+                if buf.nbytes >= nbytes:
+                    return self.free.pop(i)
         return numpy.empty(max(nbytes, 1 << 20), numpy.uint8)
 
     def give(self, buf):
-        self.free.append(buf)
-        self.free.sort(key=lambda b: b.nbytes)
-        del self.free[4:]
+        with self.lock:
+            self.free.append(buf)
+            self.free.sort(key=lambda b: b.nbytes)
+            del self.free[4:]
 
 
 _staging = _Staging()
