@@ -8,6 +8,7 @@ waits only where CuPy waits: ``get``, ``asnumpy``, ``print``, ``float``,
 ``int``, ``bool``, ``item``. As in CuPy, ``numpy.asarray(x)`` raises
 ``TypeError``: a copy to the host is always explicit.
 """
+import inspect
 import math
 import operator
 import threading
@@ -33,13 +34,22 @@ def _in_fused_body():
     return getattr(_fusing, "on", False)
 
 
-def _launch(fn, nbytes=0, flops=0):
-    """Queue ``fn`` on the compute engine of the current stream, as a kernel
-    that moves ``nbytes`` bytes and does ``flops`` operations (its device
-    time comes from the profile's cost model)."""
-    q = _queue_of(None)
+def _launch(fn, nbytes=0, flops=0, *, stream=None, name=None, items=0,
+            steps=1, real=False):
+    """Queue ``fn`` on the compute engine of ``stream`` (None: the current
+    one), as a kernel that moves ``nbytes`` bytes and does ``flops``
+    operations over ``items`` elements; its device time is the profile's
+    cost. The first launch of kernel ``name`` on a device loads its module
+    (the host waits). ``real=True`` (a twin registered with
+    ``real_time=True``: work that waits on the host) makes it also take as
+    long as it really runs."""
+    q = _queue_of(stream)
+    if name is not None and q.capture is None:
+        q.dev.load_module(name)
     q.submit(fn, q.dev.compute,
-             cost=_hardware.profile.kernel_cost(nbytes, flops))
+             cost=_hardware.profile.kernel_cost(nbytes, flops, items, name,
+                                                steps),
+             real=real)
 
 
 def _nbytes(args):
@@ -111,15 +121,29 @@ def _broadcast_shape(arrays):
 _dtype_cache = {}
 
 
+def _stand_ins(args, kind):
+    """``args`` with each device array replaced by NumPy zeros of its dtype,
+    to learn what a computation returns (its dtype, its shape) without
+    touching device memory: ``"scalar"``, 0-d; ``"element"``, one element
+    per array, of its number of dimensions; ``"full"``, read-only
+    zero-stride views of the real shapes."""
+    if kind == "scalar":
+        make = lambda a: numpy.zeros((), a.dtype)                # noqa: E731
+    elif kind == "element":
+        make = lambda a: numpy.zeros((1,) * max(a.ndim, 1), a.dtype)  # noqa
+    else:
+        make = lambda a: numpy.broadcast_to(                     # noqa: E731
+            numpy.zeros((), a.dtype), a.shape)
+    return [make(a) if isinstance(a, ndarray) else a for a in args]
+
+
 def _result_dtype(uf, args, dtype):
     key = (uf, dtype) + tuple(a.dtype if isinstance(a, ndarray) else type(a)
                               for a in args)
     res = _dtype_cache.get(key)
     if res is None:
-        dummies = [numpy.zeros((), a.dtype) if isinstance(a, ndarray) else a
-                   for a in args]
         with numpy.errstate(all="ignore"):
-            res = uf(*dummies, dtype=dtype)
+            res = uf(*_stand_ins(args, "scalar"), dtype=dtype)
         res = (tuple(r.dtype for r in res) if isinstance(res, tuple)
                else numpy.asarray(res).dtype)
         _dtype_cache[key] = res
@@ -273,6 +297,49 @@ def _reduce(func, a, axis=None, dtype=None, out=None, keepdims=False,
             func(src, axis=axis, out=dst, keepdims=keepdims, **kw)
     _launch(run, src.nbytes + dst.nbytes)
     return out
+
+
+def _reduction(func, dtype=True, ddof=False):
+    """CuPy's reduction ``func`` as an `ndarray` method (`as_function` makes
+    the ``cupy.<name>`` function of it): one definition for both."""
+    if ddof:
+        def method(self, axis=None, dtype=None, out=None, ddof=0,
+                   keepdims=False):
+            return _reduce(func, self, axis, dtype, out, keepdims, ddof=ddof)
+    elif dtype:
+        def method(self, axis=None, dtype=None, out=None, keepdims=False):
+            return _reduce(func, self, axis, dtype, out, keepdims)
+    else:
+        def method(self, axis=None, out=None, keepdims=False):
+            return _reduce(func, self, axis, None, out, keepdims)
+    method.__name__ = func.__name__
+    method.__qualname__ = f"ndarray.{func.__name__}"
+    method.__doc__ = f"``{func.__name__}``, queued as one reduction kernel."
+    return method
+
+
+# The reductions, once: `ndarray`'s methods, and the package's functions.
+REDUCTIONS = {m.__name__: m for m in (
+    _reduction(numpy.sum), _reduction(numpy.prod), _reduction(numpy.mean),
+    _reduction(numpy.var, ddof=True), _reduction(numpy.std, ddof=True),
+    *(_reduction(f, dtype=False) for f in (
+        numpy.max, numpy.min, numpy.argmax, numpy.argmin, numpy.all,
+        numpy.any)))}
+
+
+def as_function(method):
+    """``cupy.<name>(a, ...)`` from the method ``ndarray.<name>(self, ...)``:
+    the same parameters, the array first (a host array too: it is copied
+    to the device, or used as it is inside a fused body)."""
+    def function(a, *args, **kwargs):
+        return method(a, *args, **kwargs)
+    sig = inspect.signature(method)
+    first, *rest = sig.parameters.values()
+    function.__signature__ = sig.replace(
+        parameters=[first.replace(name="a"), *rest])
+    function.__name__ = function.__qualname__ = method.__name__
+    function.__doc__ = method.__doc__
+    return function
 
 
 def _moments_no_warning(func, src, dst, axis, n, ddof, dtype):
@@ -700,40 +767,6 @@ class ndarray:
             raise TypeError("iteration over a 0-d array")
         return (self[i] for i in range(self.shape[0]))
 
-    # -- reductions --
-    def sum(self, axis=None, dtype=None, out=None, keepdims=False):
-        return _reduce(numpy.sum, self, axis, dtype, out, keepdims)
-
-    def prod(self, axis=None, dtype=None, out=None, keepdims=False):
-        return _reduce(numpy.prod, self, axis, dtype, out, keepdims)
-
-    def mean(self, axis=None, dtype=None, out=None, keepdims=False):
-        return _reduce(numpy.mean, self, axis, dtype, out, keepdims)
-
-    def var(self, axis=None, dtype=None, out=None, ddof=0, keepdims=False):
-        return _reduce(numpy.var, self, axis, dtype, out, keepdims, ddof=ddof)
-
-    def std(self, axis=None, dtype=None, out=None, ddof=0, keepdims=False):
-        return _reduce(numpy.std, self, axis, dtype, out, keepdims, ddof=ddof)
-
-    def max(self, axis=None, out=None, keepdims=False):
-        return _reduce(numpy.max, self, axis, None, out, keepdims)
-
-    def min(self, axis=None, out=None, keepdims=False):
-        return _reduce(numpy.min, self, axis, None, out, keepdims)
-
-    def argmax(self, axis=None, out=None, keepdims=False):
-        return _reduce(numpy.argmax, self, axis, None, out, keepdims)
-
-    def argmin(self, axis=None, out=None, keepdims=False):
-        return _reduce(numpy.argmin, self, axis, None, out, keepdims)
-
-    def all(self, axis=None, out=None, keepdims=False):
-        return _reduce(numpy.all, self, axis, None, out, keepdims)
-
-    def any(self, axis=None, out=None, keepdims=False):
-        return _reduce(numpy.any, self, axis, None, out, keepdims)
-
     def dot(self, b, out=None):
         return dot(self, b, out)
 
@@ -762,6 +795,10 @@ class ndarray:
 
     def __invert__(self):
         return _ufunc(numpy.invert, self)
+
+
+for _name, _method in REDUCTIONS.items():
+    setattr(ndarray, _name, _method)
 
 
 def _binary(uf):
