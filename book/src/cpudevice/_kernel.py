@@ -10,6 +10,8 @@ functions, ternaries, casts, local declarations); a registered twin wins.
 A ``RawKernel`` always needs a twin. Arguments are checked at the call as
 CuPy checks them.
 """
+import math
+
 import numpy
 
 from .. import twins
@@ -156,7 +158,7 @@ class ElementwiseKernel:
                   if isinstance(a, ndarray) and not p.raw]
         if shaped:
             shape = _broadcast_shape(shaped)
-            if size is not None and size != _core.math.prod(shape):
+            if size is not None and size != math.prod(shape):
                 raise ValueError("The size of the arrays is not compatible "
                                  "with the size argument")
         elif size is not None:
@@ -175,7 +177,7 @@ class ElementwiseKernel:
         twin = _twin_or_translation(self, _ctranslate.elementwise, dtype_of)
         _launch(lambda: twin(*host_in, *host_out),
                 _core._nbytes(ins) + sum(o.nbytes for o in host_out),
-                stream=stream, name=self.name, items=_core.math.prod(shape),
+                stream=stream, name=self.name, items=math.prod(shape),
                 steps=_steps(self.name, self.in_params, ins),
                 real=_real_time(twin))
         if self.no_return:
@@ -238,7 +240,7 @@ class ReductionKernel:
         def run():
             dst[...] = twin(*host_in, axis=axis, keepdims=keepdims)
         _launch(run, _core._nbytes(args) + dst.nbytes, stream=stream,
-                name=self.name, items=_core.math.prod(shape),
+                name=self.name, items=math.prod(shape),
                 real=_real_time(twin))
         return out
 
@@ -278,13 +280,13 @@ class RawKernel:
                      a.reshape(-1)[0] if isinstance(a, numpy.ndarray) else a
                      for a in args)
         twin = twins.lookup(self.name)
-        threads = _core.math.prod(grid) * _core.math.prod(block)
+        threads = math.prod(grid) * math.prod(block)
         _launch(lambda: twin(grid, block, host, shared_mem=shared_mem),
                 _core._nbytes(args), stream=stream, name=self.name,
                 items=threads, real=_real_time(twin))
 
 
-# -- cupy.fuse -----------------------------------------------------------------
+# -- cupy.fuse ----------------------------------------------------------------
 _fusing = _core._fusing
 
 
