@@ -50,6 +50,16 @@ def _stage(nbytes, t0):
     _hardware.sleep_until(t0 + _hardware.profile.stage_cost(nbytes))
 
 
+def _begin_copy(stream, nbytes, direction):
+    """``(queue, cost)`` of a copy of ``nbytes`` in ``direction`` ("H2D",
+    "D2H") on ``stream``; a stream under capture refuses it, as CuPy's."""
+    q = _queue_of(stream)
+    if q.capture is not None:
+        raise RuntimeError(f"the current stream is capturing, so "
+                           f"{direction} transfers are disallowed")
+    return q, _hardware.profile.copy_cost(nbytes, direction)
+
+
 def _h2d(dst, src, stream=None, sync=True):
     """Copy host array ``src`` into device view ``dst`` on ``stream``.
 
@@ -61,11 +71,7 @@ def _h2d(dst, src, stream=None, sync=True):
     (CuPy's own staging in pinned memory, as ``asarray`` does) the call
     returns once the data is staged. Returns the copy's queue item.
     """
-    q = _queue_of(stream)
-    if q.capture is not None:
-        raise RuntimeError("the current stream is capturing, so H2D "
-                           "transfers are disallowed")
-    cost = _hardware.profile.copy_cost(src.nbytes, "H2D")
+    q, cost = _begin_copy(stream, src.nbytes, "H2D")
     if _pinned_range(src.ctypes.data, src.nbytes):
         return q.submit(lambda: numpy.copyto(dst, src), q.dev.h2d,
                         cost=cost)
@@ -97,11 +103,7 @@ def _d2h(out, src, stream=None, blocking=True):
     into pageable memory it goes through a bounce buffer and the call
     returns only when the data has arrived, as cudaMemcpyAsync does.
     """
-    q = _queue_of(stream)
-    if q.capture is not None:
-        raise RuntimeError("the current stream is capturing, so D2H "
-                           "transfers are disallowed")
-    cost = _hardware.profile.copy_cost(out.nbytes, "D2H")
+    q, cost = _begin_copy(stream, out.nbytes, "D2H")
     if _pinned_range(out.ctypes.data, out.nbytes):
         item = q.submit(lambda: numpy.copyto(out, src), q.dev.d2h,
                         cost=cost)
