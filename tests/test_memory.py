@@ -8,7 +8,6 @@ import mmap
 import threading
 
 import matplotlib
-import numpy as np
 import pytest
 
 from src import cp
