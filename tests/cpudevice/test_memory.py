@@ -12,10 +12,14 @@ pool = cp.get_default_memory_pool()
 
 @pytest.fixture(autouse=True)
 def empty_cache():
-    """Each test starts with the device idle and the pool's cache empty:
-    work an earlier test left queued must not free blocks into it later."""
+    """Each test starts with the device idle, the pool's cache empty, and
+    a stream of its own: the pool caches blocks per stream, and a block an
+    earlier test split (one part still alive) must not serve these tests."""
     cp.cuda.runtime.deviceSynchronize()
     pool.free_all_blocks()
+    with cp.cuda.Stream(non_blocking=True) as stream:
+        yield stream
+        stream.synchronize()
 
 
 def test_mem_info_sees_pool_reservations():

@@ -346,7 +346,7 @@ def _float_to_int(src, dtype):
     documentation shows it for 32-bit results (``-1.0`` to uint32 is 0,
     ``inf`` to int32 is 2147483647); 8- and 16-bit results saturate the
     same way on the model, which a GPU's code for them may not."""
-    from ._ctranslate import _saturate_to_int
+    from ._csemantics import _saturate_to_int
     return _saturate_to_int(src, dtype)
 
 
