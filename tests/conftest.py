@@ -1,10 +1,13 @@
-"""Make `src` (book/src) importable in tests, as it is in the lessons."""
+"""Make `src` (book/src) importable in tests, as it is in the lessons, and
+the tests' own helpers (`modelkit`, `subproc`, `contractkit`) from every
+folder of tests/ (tests/cpudevice/ too)."""
 import sys
 from pathlib import Path
 
-BOOK = str(Path(__file__).resolve().parents[1] / "book")
-if BOOK not in sys.path:
-    sys.path.insert(0, BOOK)
+TESTS = Path(__file__).resolve().parent
+for path in (str(TESTS.parent / "book"), str(TESTS)):
+    if path not in sys.path:
+        sys.path.insert(0, path)
 
 
 def pytest_runtest_teardown(item):

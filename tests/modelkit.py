@@ -1,13 +1,59 @@
 """Test helpers for the CPU device model: gates that hold a stream or an
-engine still, so that tests of ordering are deterministic, not timed."""
+engine still, so that tests of ordering are deterministic, not timed; and
+the probes, the one place where tests read the model's private state.
+
+Tests never name a private (``_x``) of ``src`` themselves
+(``tests/test_layout.py`` checks it): a test that needs one asks a probe
+here, so that a change inside the model is mended in one file.
+"""
 import threading
 
 import numpy
 
 import src.cpudevice as cp
-from src import twins
+from src import nvmlmodel, timeline, twins
+from src.cpudevice import _hardware as hardware   # noqa: F401  (a probe)
+from src.cpudevice.cuda import device as _device
+from src.cpudevice.cuda import pinned_memory as _pinned
 
 WAIT_S = 20        # no wait in the tests lasts longer than this
+
+
+# -- probes: private state, read in one place --------------------------------
+
+def device_initialized(device_id):
+    """Has the device been started (its lazy start-up happened)?"""
+    return _device._initialized(device_id)
+
+
+def compute_engine_busy(device_id=0):
+    """Is the device's compute engine held by a kernel right now?"""
+    return _device._state(device_id).compute.locked()
+
+
+def pinned_bytes_in_use():
+    """Bytes of page-locked host memory allocated and not yet freed."""
+    return _pinned._pinned_bytes_in_use()
+
+
+def nvml_refcount():
+    """How many ``nvmlInit`` calls the NVML model has not yet shut down."""
+    return nvmlmodel._refcount
+
+
+def timeline_slots():
+    """How many stamps one timeline buffer holds before it grows."""
+    return timeline._SLOTS
+
+
+def unregister_twin(name):
+    """Remove the CPU twin registered under ``name`` (a test's own)."""
+    twins._TWINS.pop(name)
+
+
+def translated_variants(kernel):
+    """How many dtype variants of an ElementwiseKernel have been translated."""
+    return len(kernel._translated)
 
 _gates = {}
 

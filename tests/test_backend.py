@@ -1,24 +1,15 @@
 """Backend selection: BOOK_BACKEND picks CuPy or the CPU device model."""
-import os
-import subprocess
-import sys
-from pathlib import Path
-
 import pytest
 
-BOOK = Path(__file__).resolve().parents[1] / "book"
+import subproc
 
 
 def run_import(backend, code="from src import BACKEND; print(BACKEND)"):
-    env = dict(os.environ, BOOK_BACKEND=backend)
-    return subprocess.run([sys.executable, "-c", code], cwd=BOOK, env=env,
-                          capture_output=True, text=True, timeout=120)
+    return subproc.run_code(code, backend=backend)
 
 
 def gpu_usable():
-    r = subprocess.run([sys.executable, "-c",
-                        "import cupy; print(cupy.is_available())"],
-                       capture_output=True, text=True, timeout=120)
+    r = subproc.run_code("import cupy; print(cupy.is_available())")
     return r.stdout.strip() == "True"
 
 

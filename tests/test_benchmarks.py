@@ -2,7 +2,6 @@
 import json
 import math
 import os
-import subprocess
 import sys
 
 import pytest
@@ -10,6 +9,8 @@ import pytest
 ROOT = os.path.join(os.path.dirname(__file__), "..")
 sys.path.insert(0, os.path.join(ROOT, "benchmarks"))
 import run as bench  # noqa: E402
+
+import subproc
 
 JUPYTER_BOOK = os.path.join(os.path.dirname(sys.executable), "jupyter-book")
 # The figures that time the book's own toolchain (the test suite with its
@@ -20,9 +21,8 @@ TOOLCHAIN = {"test_suite_s", "book_build_s"}
 
 def quick_run(tmp_path, keys):
     out = tmp_path / "bench.json"
-    r = subprocess.run([sys.executable, "benchmarks/run.py", "--quick",
-                        "--json", str(out), "--only", *keys], cwd=ROOT,
-                       capture_output=True, text=True, timeout=600)
+    r = subproc.run(["benchmarks/run.py", "--quick", "--json", str(out),
+                     "--only", *keys], cwd=ROOT, timeout=600)
     assert r.returncode == 0, r.stderr
     result = json.loads(out.read_text())
     for key in keys:

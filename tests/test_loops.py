@@ -138,7 +138,7 @@ def test_caller_stream_sees_the_last_replay_without_a_host_wait():
 def test_graph_captures_on_a_non_blocking_stream_and_ends_the_capture():
     fori_loop(0, 2, DOUBLE, ones32(), strategy="graph")
     from src import loops
-    stream = loops._capture_stream()
+    stream = loops.capture_stream()
     assert stream.is_non_blocking and not stream.is_capturing()
     assert stream.ptr != cp.cuda.get_current_stream().ptr
 

@@ -3,12 +3,11 @@ exception class CuPy raises, with a message that says what to do. The table
 in book/misuse.md lists the same entries (a test keeps them in step)."""
 import os
 import re
-import subprocess
-import sys
 
 import numpy
 import pytest
 
+import subproc
 import src.cpudevice as cp
 from src import loops, twins
 
@@ -114,9 +113,7 @@ def fori_loop_shape_change():
 
 
 def gpu_backend_without_gpu():
-    env = dict(os.environ, BOOK_BACKEND="gpu")
-    r = subprocess.run([sys.executable, "-c", "import src"], cwd=BOOK,
-                       env=env, capture_output=True, text=True, timeout=120)
+    r = subproc.run_code("import src", backend="gpu")
     if r.returncode:
         raise RuntimeError(r.stderr.strip().splitlines()[-1])
 

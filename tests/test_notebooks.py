@@ -2,13 +2,13 @@
 a lesson's checked outputs survive running it twice in one kernel."""
 import copy
 import os
-import subprocess
-import sys
 from pathlib import Path
 
 import nbformat
 import pytest
 from nbval.plugin import coalesce_streams
+
+import subproc
 
 ROOT = Path(__file__).resolve().parents[1]
 BOOK = ROOT / "book"
@@ -54,12 +54,10 @@ def test_nbval_fails_when_a_checked_output_changes(path, tmp_path):
     (tmp_path / "src").symlink_to(BOOK / "src")
     altered = tmp_path / path.name
     nbformat.write(nb, altered)
-    r = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p",
-                        "no:cacheprovider", "--nbval-lax",
-                        "--nbval-current-env", "-c", os.devnull,
-                        str(altered)], cwd=tmp_path, capture_output=True,
-                       text=True, timeout=300,
-                       env=dict(os.environ, BOOK_BACKEND="cpu"))
+    r = subproc.run(["-m", "pytest", "-q", "-p", "no:cacheprovider",
+                     "--nbval-lax", "--nbval-current-env", "-c",
+                     os.devnull, str(altered)], cwd=tmp_path,
+                    timeout=300, backend="cpu")
     assert r.returncode == 1, r.stdout[-2000:]
     assert "a result this lesson never printed" in r.stdout
     n_code = sum(c.cell_type == "code" for c in nb.cells)

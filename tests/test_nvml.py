@@ -8,20 +8,19 @@ the device is in use. These tests drive the model itself
 numbers against the model's pool and ``memGetInfo``. Its names and
 parameters are checked against pynvml's in test_contract.py.
 """
-import os
-import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 
+import subproc
 import src
 import src.cpudevice as model
 import src.nvmlmodel as nvml
 from src.backend import choose_nvml
 
+from modelkit import nvml_refcount
+
 MiB = 2**20
-BOOK = Path(__file__).resolve().parents[1] / "book"
 
 
 @pytest.fixture
@@ -29,7 +28,7 @@ def started():
     """NVML started for the test and stopped after it, even on failure."""
     nvml.nvmlInit()
     yield nvml
-    while nvml._refcount > 0:
+    while nvml_refcount() > 0:
         nvml.nvmlShutdown()
 
 
@@ -52,7 +51,7 @@ def device_used(device=0):
 # --- starting and stopping -------------------------------------------------
 
 def test_every_call_before_nvmlInit_raises_uninitialized():
-    assert nvml._refcount == 0
+    assert nvml_refcount() == 0
     calls = [nvml.nvmlShutdown, nvml.nvmlDeviceGetCount,
              lambda: nvml.nvmlDeviceGetHandleByIndex(0),
              lambda: nvml.nvmlDeviceGetName(nvml.c_nvmlDevice_t(0)),
@@ -77,7 +76,7 @@ def test_init_and_shutdown_are_counted_as_in_pynvml():
         nvml.nvmlDeviceGetCount()
     with pytest.raises(nvml.NVMLError_Uninitialized):
         nvml.nvmlShutdown()
-    assert nvml._refcount == 0
+    assert nvml_refcount() == 0
 
 
 def test_errors_are_made_from_codes_as_in_pynvml():
@@ -168,18 +167,16 @@ def test_an_unused_device_has_no_context_and_is_not_started():
     """A device the process has not used shows no context, and reading its
     memory does not start it (NVML reads the driver, not a CUDA context)."""
     code = (
-        "import src.nvmlmodel as nvml, src.cpudevice as model\n"
+        "import src.nvmlmodel as nvml, src.cpudevice as model, modelkit\n"
         "nvml.nvmlInit()\n"
         "h = nvml.nvmlDeviceGetHandleByIndex(1)\n"
         "m = nvml.nvmlDeviceGetMemoryInfo(h)\n"
         "print(m.used, m.free == m.total,"
-        " model.cuda.device._initialized(1))\n"
+        " modelkit.device_initialized(1))\n"
         "model.cuda.Device(1).synchronize()\n"
         "print(nvml.nvmlDeviceGetMemoryInfo(h).used == nvml.CONTEXT_BYTES)\n"
         "nvml.nvmlShutdown()\n")
-    env = dict(os.environ, BOOK_CPU_DEVICES="2", PYTHONPATH=str(BOOK))
-    out = subprocess.run([sys.executable, "-c", code], env=env, cwd=BOOK,
-                         capture_output=True, text=True, timeout=120)
+    out = subproc.run_code(code, env={"BOOK_CPU_DEVICES": "2"})
     assert out.returncode == 0, out.stderr
     assert out.stdout.split() == ["0", "True", "False", "True"]
 

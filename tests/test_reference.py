@@ -3,13 +3,12 @@ lesson's, each in a known state, and no glued number without a reference
 or a reason for having none."""
 import base64
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import nbformat
 import pytest
 
+import subproc
 import src
 from src import reference as R
 
@@ -269,9 +268,7 @@ def test_figure_data_is_glued_as_json_a_notebook_can_store():
 
 
 def test_status_command_runs_from_book():
-    out = subprocess.run([sys.executable, "-m", "src.reference", "status"],
-                         cwd=BOOK, capture_output=True, text=True,
-                         timeout=120)
+    out = subproc.run(["-m", "src.reference", "status"])
     assert out.returncode == 0, out.stderr
     for lesson in LESSONS:
         assert lesson in out.stdout
@@ -370,8 +367,7 @@ def test_exclusions_name_glued_keys_with_reasons():
 def test_gpu_lane_scripts_parse():
     tools = BOOK.parent / "tools" / "gpu"
     for name in ("prepare.sh", "run.sh", "refresh-reference.sh"):
-        out = subprocess.run(["bash", "-n", str(tools / name)],
-                             capture_output=True, text=True, timeout=60)
+        out = subproc.command(["bash", "-n", str(tools / name)], timeout=60)
         assert out.returncode == 0, (name, out.stderr)
     ignored = (BOOK.parent / ".gitignore").read_text().split()
     assert "/.gpu/" in ignored, ".gpu/ (the lane's wheels and output) " \

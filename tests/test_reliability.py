@@ -12,8 +12,7 @@ import pytest
 
 import src.cpudevice as cp
 import src.cpudevice.cupyx as cpx
-from modelkit import Gate, wait_until
-from src.cpudevice.cuda.pinned_memory import _pinned_bytes_in_use
+from modelkit import Gate, pinned_bytes_in_use, wait_until
 
 N_OPS, N_STREAMS, N_ARRAYS, SIZE = 10_000, 8, 16, 32
 
@@ -121,7 +120,7 @@ def test_a_thousand_of_everything_returns_to_baseline():
     gc.collect()
     pool.free_all_blocks()
     ppool.free_all_blocks()
-    used, pinned = pool.used_bytes(), _pinned_bytes_in_use()
+    used, pinned = pool.used_bytes(), pinned_bytes_in_use()
     threads = threading.active_count()
     for i in range(1000):
         s = cp.cuda.Stream(non_blocking=True)
@@ -139,5 +138,5 @@ def test_a_thousand_of_everything_returns_to_baseline():
     pool.free_all_blocks()
     assert pool.total_bytes() == 0
     ppool.free_all_blocks()
-    assert _pinned_bytes_in_use() == pinned
+    assert pinned_bytes_in_use() == pinned
     assert wait_until(lambda: threading.active_count() <= threads)

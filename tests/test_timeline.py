@@ -14,9 +14,8 @@ import matplotlib
 import numpy as np
 import pytest
 
-from modelkit import Gate, wait_until
+from modelkit import Gate, compute_engine_busy, timeline_slots, wait_until
 from src import BACKEND, cp, cpx, kernels, timeline
-from src.cpudevice.cuda.device import _state
 from src.timeline import Op, Timeline
 
 matplotlib.use("Agg")
@@ -68,8 +67,18 @@ def hold_compute_engine(gate, stream):
     """Queue a kernel on ``stream`` that holds the compute engine until
     ``gate`` opens, and return once it holds it."""
     gate.hold_engine(stream)
-    assert wait_until(_state(0).compute.locked)
+    assert wait_until(compute_engine_busy)
     time.sleep(0.05)                # past the zeros(1) queued before it
+
+
+def timeline_with_the_engine_held(gate, a, b):
+    """A timeline of streams ``a`` and ``b`` whose first op, a kernel on
+    ``a``, holds the compute engine until ``gate`` opens; and an event on
+    ``b``, done when ``b`` reaches the op queued next on it."""
+    tl = Timeline([a, b])
+    with tl.op(a, "kernel"):
+        hold_compute_engine(gate, a)
+    return tl, b.record()
 
 
 model_only = pytest.mark.skipif(
@@ -82,16 +91,23 @@ def streams(n):
     return [cp.cuda.Stream(non_blocking=True) for _ in range(n)]
 
 
-# --- measured on the device ---------------------------------------------------
-
-@pytest.mark.timeout(60)
-def test_ops_on_one_stream_follow_each_other_in_issue_order():
+def one_stream_after_an_upload():
+    """A stream, pinned and device arrays of 64 Ki floats, and a timeline
+    of the stream with an "H2D" op of the host array already in it."""
     (s,) = streams(1)
     host = cpx.zeros_pinned(1 << 16, np.float32)
     dev = cp.empty(1 << 16, cp.float32)
     tl = Timeline([s])
     with tl.op(s, "H2D"):
         dev.set(host, stream=s)
+    return s, host, dev, tl
+
+
+# --- measured on the device ---------------------------------------------------
+
+@pytest.mark.timeout(60)
+def test_ops_on_one_stream_follow_each_other_in_issue_order():
+    s, host, dev, tl = one_stream_after_an_upload()
     with tl.op(s, "kernel"):
         with s:
             dev += 1
@@ -129,10 +145,7 @@ def test_a_copy_overlaps_a_kernel_on_another_stream():
 def test_a_kernel_waiting_for_the_compute_engine_starts_when_it_is_free():
     a, b = streams(2)
     gate = Gate()
-    tl = Timeline([a, b])
-    with tl.op(a, "kernel"):
-        hold_compute_engine(gate, a)
-    reached = b.record()
+    tl, reached = timeline_with_the_engine_held(gate, a, b)
     with tl.op(b, "kernel"):
         with b:
             cp.ones(8) * 2
@@ -148,12 +161,7 @@ def test_a_kernel_waiting_for_the_compute_engine_starts_when_it_is_free():
 
 @pytest.mark.timeout(60)
 def test_the_books_kernels_measure_their_start_other_ops_infer_it():
-    (s,) = streams(1)
-    host = cpx.zeros_pinned(1 << 16, np.float32)
-    dev = cp.empty(1 << 16, cp.float32)
-    tl = Timeline([s])
-    with tl.op(s, "H2D"):
-        dev.set(host, stream=s)
+    s, host, dev, tl = one_stream_after_an_upload()
     with tl.op(s, "kernel"):
         kernels.launch_overlap(dev, 0, dev.size, stream=s)
     with tl.op(s, "kernel", "CuPy's kernel"):
@@ -173,10 +181,7 @@ def test_a_measured_start_is_when_the_kernel_got_the_engine():
     a, b = streams(2)
     dev = cp.zeros(1 << 12, cp.float32)
     gate = Gate()
-    tl = Timeline([a, b])
-    with tl.op(a, "kernel"):
-        hold_compute_engine(gate, a)
-    reached = b.record()
+    tl, reached = timeline_with_the_engine_held(gate, a, b)
     with tl.op(b, "kernel"):
         kernels.launch_overlap(dev, 0, dev.size, stream=b)
     assert wait_until(lambda: reached.done)
@@ -216,7 +221,7 @@ def test_a_timeline_stamps_more_kernels_than_one_buffer_holds():
     a, b = streams(2)
     dev = cp.zeros(256, cp.float32)
     tl = Timeline([a, b])
-    n = timeline._SLOTS + 20
+    n = timeline_slots() + 20
     for i in range(n):
         s = (a, b)[i % 2]
         with tl.op(s, "kernel"):

@@ -143,7 +143,7 @@ def fori_loop(lower, upper, body, init, *, strategy="eager"):
             x = x_next
         return x
     if strategy == "graph":
-        return graph_loop(lower, upper, body, x, _capture_stream())
+        return graph_loop(lower, upper, body, x, capture_stream())
     return _fused(getattr(body, "fused", None), lower, upper, x)
 
 
@@ -162,7 +162,7 @@ def _fused(kernel, lower, upper, x):
 _capture_streams = {}
 
 
-def _capture_stream():
+def capture_stream():
     """This device's stream for captures, made once and kept.
 
     Kept, not remade: blocks that a captured step allocates go back to this

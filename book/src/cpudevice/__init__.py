@@ -3,7 +3,9 @@
 Same names, signatures, exceptions and semantics as CuPy, with the work done
 for real: arrays live in a memory pool of real buffers, operations are queued
 on streams run by worker threads, copies go through copy engines, and pinned
-host memory is page-locked. See DESIGN in the repository for what it keeps.
+host memory is page-locked. Its rules (the layers, the engines and the
+device clock, the locks and why, what is modelled and what is real) are in
+README.md beside this file.
 Imported as ``cp`` by ``from src import cp`` when no GPU is usable.
 """
 import numpy as _np
@@ -13,7 +15,7 @@ from . import cupyx  # noqa: F401
 from ._core import (ndarray, asarray, asnumpy, array, ascontiguousarray,  # noqa
                     empty, zeros, ones, full, empty_like, zeros_like,
                     ones_like, full_like, arange, linspace, dot, matmul,
-                    get_array_module, _make_ufunc, _reduce, _in_fused_body)
+                    get_array_module, _make_ufunc, _in_fused_body)
 from ._kernel import ElementwiseKernel, ReductionKernel, RawKernel, fuse  # noqa
 from .cuda.memory import get_default_memory_pool  # noqa: F401
 from .cuda.pinned_memory import get_default_pinned_memory_pool  # noqa: F401
@@ -43,35 +45,9 @@ def is_available():
     return cuda.runtime.getDeviceCount() > 0
 
 
-def _reduction(func, has_dtype=True, **fixed):
-    if has_dtype:
-        def f(a, axis=None, dtype=None, out=None, keepdims=False):
-            return _reduce(func, a, axis, dtype, out, keepdims, **fixed)
-    else:
-        def f(a, axis=None, out=None, keepdims=False):
-            return _reduce(func, a, axis, None, out, keepdims, **fixed)
-    f.__name__ = func.__name__
-    f.__doc__ = f"``{func.__name__}``, queued as one reduction kernel."
-    return f
-
-
-sum = _reduction(_np.sum)
-prod = _reduction(_np.prod)
-mean = _reduction(_np.mean)
-max = amax = _reduction(_np.max, has_dtype=False)
-min = amin = _reduction(_np.min, has_dtype=False)
-all = _reduction(_np.all, has_dtype=False)
-any = _reduction(_np.any, has_dtype=False)
-argmax = _reduction(_np.argmax, has_dtype=False)
-argmin = _reduction(_np.argmin, has_dtype=False)
-
-
-def var(a, axis=None, dtype=None, out=None, ddof=0, keepdims=False):
-    return _reduce(_np.var, a, axis, dtype, out, keepdims, ddof=ddof)
-
-
-def std(a, axis=None, dtype=None, out=None, ddof=0, keepdims=False):
-    return _reduce(_np.std, a, axis, dtype, out, keepdims, ddof=ddof)
+for _name, _method in _core.REDUCTIONS.items():
+    globals()[_name] = _core.as_function(_method)
+amax, amin = max, min       # noqa: F821  (made just above)
 
 
 def where(condition, x=None, y=None):

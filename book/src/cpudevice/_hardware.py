@@ -279,7 +279,11 @@ class DeviceState:
         self.h2d = Engine("H2D")
         copies = profile.properties.get("asyncEngineCount", 2)
         self.d2h = self.h2d if copies < 2 else Engine("D2H")
-        self.blocking_queues = set()      # queues that sync with legacy null
+        # Queues that sync with legacy null. Changed without self.lock on
+        # purpose: add, discard and list() of a set are each one C call,
+        # atomic under the GIL; a queue being made has no work yet, so a
+        # null-stream launch that misses it misses nothing (README.md).
+        self.blocking_queues = set()
         self.loaded = set()               # kernels whose module is loaded
         self._null = None
         self._ptds = threading.local()    # this thread's per-thread stream
@@ -706,6 +710,9 @@ class Queue:
                 self._call(item.fn, item.engine, item)
             self.tail = item.end
             item.fn = item.deps = None      # keep no buffer of it alive
+            # Written outside cv: this worker is its one writer and it only
+            # grows; a host that must block re-reads it under cv after
+            # joining `awaited`, which is read below (README.md, Locks).
             self.completed = item.seq
             # Wake the host only when an item it waits for is done: a wake-up
             # per item would hand the GIL back and forth for nothing.

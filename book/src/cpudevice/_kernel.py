@@ -10,12 +10,13 @@ functions, ternaries, casts, local declarations); a registered twin wins.
 A ``RawKernel`` always needs a twin. Arguments are checked at the call as
 CuPy checks them.
 """
+import math
+
 import numpy
 
 from .. import twins
 from . import _core, _ctranslate, _hardware
-from ._core import _broadcast_shape, _check_device, _empty, ndarray
-from .cuda.stream import _queue_of
+from ._core import _broadcast_shape, _check_device, _empty, _launch, ndarray
 
 # The twins' %globaltimer reads the model's device clock.
 twins.set_globaltimer(_hardware.globaltimer_ns)
@@ -68,20 +69,10 @@ def _steps(name, params, args):
     return 1
 
 
-def _launch_on(stream, fn, name=None, nbytes=0, items=0, twin=None,
-               steps=1):
-    """Queue kernel ``name`` on ``stream``: its first launch on the device
-    loads its module (the host waits); its device time is the profile's
-    cost for ``nbytes`` moved over ``items`` elements. A twin registered
-    with ``real_time=True`` (work that waits on the host) also takes as
-    long as it really runs."""
-    q = _queue_of(stream)
-    if name is not None and q.capture is None:
-        q.dev.load_module(name)
-    q.submit(fn, q.dev.compute,
-             cost=_hardware.profile.kernel_cost(nbytes, 0, items, name,
-                                                steps),
-             real=getattr(twin, "real_time", False))
+def _real_time(twin):
+    """Does the twin's real duration count as device time (it waits on
+    the host: registered with ``real_time=True``)?"""
+    return getattr(twin, "real_time", False)
 
 
 def _resolve_types(in_params, args, out_params=(), outs=()):
@@ -170,7 +161,7 @@ class ElementwiseKernel:
                   if isinstance(a, ndarray) and not p.raw]
         if shaped:
             shape = _broadcast_shape(shaped)
-            if size is not None and size != _core.math.prod(shape):
+            if size is not None and size != math.prod(shape):
                 raise ValueError("The size of the arrays is not compatible "
                                  "with the size argument")
         elif size is not None:
@@ -187,10 +178,11 @@ class ElementwiseKernel:
                    for p, a in zip(self.in_params, ins)]
         host_out = [o._a for o in outs]
         twin = _twin_or_translation(self, _ctranslate.elementwise, dtype_of)
-        _launch_on(stream, lambda: twin(*host_in, *host_out), self.name,
-                   _core._nbytes(ins) + sum(o.nbytes for o in host_out),
-                   _core.math.prod(shape), twin,
-                   _steps(self.name, self.in_params, ins))
+        _launch(lambda: twin(*host_in, *host_out),
+                _core._nbytes(ins) + sum(o.nbytes for o in host_out),
+                stream=stream, name=self.name, items=math.prod(shape),
+                steps=_steps(self.name, self.in_params, ins),
+                real=_real_time(twin))
         if self.no_return:
             return None
         if self.nout == 1 and not self.return_tuple:
@@ -250,9 +242,9 @@ class ReductionKernel:
 
         def run():
             dst[...] = twin(*host_in, axis=axis, keepdims=keepdims)
-        _launch_on(stream, run, self.name,
-                   _core._nbytes(args) + dst.nbytes, _core.math.prod(shape),
-                   twin)
+        _launch(run, _core._nbytes(args) + dst.nbytes, stream=stream,
+                name=self.name, items=math.prod(shape),
+                real=_real_time(twin))
         return out
 
 
@@ -291,14 +283,14 @@ class RawKernel:
                      a.reshape(-1)[0] if isinstance(a, numpy.ndarray) else a
                      for a in args)
         twin = twins.lookup(self.name)
-        threads = _core.math.prod(grid) * _core.math.prod(block)
-        _launch_on(stream, lambda: twin(grid, block, host,
-                                      shared_mem=shared_mem), self.name,
-                   _core._nbytes(args), threads, twin,
-                   _steps(self.name, (), args))
+        threads = math.prod(grid) * math.prod(block)
+        _launch(lambda: twin(grid, block, host, shared_mem=shared_mem),
+                _core._nbytes(args), stream=stream, name=self.name,
+                items=threads, steps=_steps(self.name, (), args),
+                real=_real_time(twin))
 
 
-# -- cupy.fuse -----------------------------------------------------------------
+# -- cupy.fuse ----------------------------------------------------------------
 _fusing = _core._fusing
 
 
@@ -330,16 +322,14 @@ class _Fused:
         if res is not None:
             return res
         _core._fusing.reduced = False
-        dummies = [numpy.zeros((1,) * max(a.ndim, 1), a.dtype)
-                   if isinstance(a, ndarray) else a for a in args]
         with numpy.errstate(all="ignore"):
-            probe = numpy.asarray(self._body(*dummies))
+            probe = numpy.asarray(
+                self._body(*_core._stand_ins(args, "element")))
         bshape = _broadcast_shape([a for a in args if isinstance(a, ndarray)])
         if _core._fusing.reduced or probe.ndim not in (0, len(bshape)):
-            full = [numpy.broadcast_to(numpy.zeros((), a.dtype), a.shape)
-                    if isinstance(a, ndarray) else a for a in args]
             with numpy.errstate(all="ignore"):
-                probe = numpy.asarray(self._body(*full))
+                probe = numpy.asarray(
+                    self._body(*_core._stand_ins(args, "full")))
             res = (probe.shape, probe.dtype)
         elif probe.size == 1 and probe.ndim == 0:
             res = ((), probe.dtype)

@@ -5,19 +5,16 @@ streams and capture's rules, the device properties' keys, the per-thread
 current device, and the current stream after ``with`` and ``use()``.
 Ordering is tested with gates, never with timing."""
 import gc
-import os
-import subprocess
-import sys
 import threading
 
 import numpy
 import pytest
 
 import src.cpudevice as cp
+import subproc
 from modelkit import (WAIT_S, Gate, graph_node_count, open_all_gates,
                       open_queue_names, thread_ptds_queue_name, wait_until)
 
-BOOK = os.path.join(os.path.dirname(__file__), "..", "book")
 CUDAError = cp.cuda.runtime.CUDARuntimeError
 
 
@@ -162,10 +159,8 @@ assert cp.cuda.Stream.null.done        # the legacy stream has nothing queued
 opened.set()
 print(y.get().tolist())
 """
-    e = dict(os.environ, BOOK_BACKEND="cpu",
-             CUPY_CUDA_PER_THREAD_DEFAULT_STREAM="1")
-    r = subprocess.run([sys.executable, "-c", code], cwd=BOOK, env=e,
-                       capture_output=True, text=True, timeout=120)
+    r = subproc.run_code(code, backend="cpu",
+                         env={"CUPY_CUDA_PER_THREAD_DEFAULT_STREAM": "1"})
     assert r.returncode == 0, r.stderr
     assert r.stdout.strip() == "[4.0, 4.0, 4.0]"
 

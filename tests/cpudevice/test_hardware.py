@@ -8,15 +8,13 @@ modelled times dominate both the host's time to issue the work and this
 machine's real work, so the tests read the model, not the machine's load.
 """
 import gc
-import os
-import subprocess
-import sys
 import threading
 import time
 
 import numpy as np
 import pytest
 
+import subproc
 from modelkit import Gate
 from src import BACKEND, cp, cpx, pipeline, timeline
 from src.timeline import Timeline
@@ -24,7 +22,7 @@ from src.timeline import Timeline
 pytestmark = pytest.mark.skipif(BACKEND != "cpu",
                                 reason="checks the CPU device model")
 if BACKEND == "cpu":
-    from src.cpudevice import _hardware
+    from modelkit import hardware
 
 SLOW = 100              # every device cost 100 times as long
 H100 = {"pinned_pageable": 5.98, "copy_kernel": 14.5, "v1": 1.20,
@@ -65,12 +63,12 @@ def release_memory():
 @pytest.fixture
 def profile():
     """Set a profile for one test: ``profile(time=, copies=)``."""
-    old = _hardware.profile
+    old = hardware.profile
 
     def use(time=SLOW, copies=1.0):
-        _hardware.set_profile(old.scaled(time, copies))
+        hardware.set_profile(old.scaled(time, copies))
     yield use
-    _hardware.set_profile(old)
+    hardware.set_profile(old)
 
 
 def event_ms(stream, issue, repeat=3):
@@ -86,35 +84,53 @@ def event_ms(stream, issue, repeat=3):
     return best
 
 
-# -- the profile --------------------------------------------------------------
+def overlap_demo(versions=("sequential", "v1", "v2"), repeat=3):
+    """NVIDIA's demo (4 streams of a million floats): the fastest makespan
+    of ``repeat`` runs of each version, in ms."""
+    chunk, n_streams = 4 * 1024 * 256, 4
+    a = cpx.zeros_pinned(chunk * n_streams, dtype=np.float32)
+    d_a = empty(a.size)
+    streams = [cp.cuda.Stream(non_blocking=True) for _ in range(n_streams)]
+    ms = {v: float("inf") for v in versions}
+    for v in [v for v in versions for _ in range(repeat)]:
+        if v == "sequential":
+            tl = Timeline([cp.cuda.Stream.null])
+            pipeline.sequential(pipeline.overlap_stages(a, d_a, 1),
+                                timeline=tl)
+            ops = tl.ops()
+        else:
+            ops = pipeline.measure(pipeline.overlap_stages(a, d_a, n_streams),
+                                   n_streams, streams, v)
+        ms[v] = min(ms[v], timeline.makespan(ops))
+    cp.cuda.Device().synchronize()
+    return ms
+
+
 def test_properties_report_the_profile():
     p = cp.cuda.runtime.getDeviceProperties(0)
-    prof = _hardware.profile
+    prof = hardware.profile
     assert p["name"] == f"CPU device model ({prof.name} profile)".encode()
     assert p["asyncEngineCount"] == prof.properties["asyncEngineCount"]
     assert p["multiProcessorCount"] == prof.properties["multiProcessorCount"]
-    assert p["totalGlobalMem"] == _hardware.CAPACITY
+    assert p["totalGlobalMem"] == hardware.CAPACITY
 
 
 def test_another_profile_is_chosen_with_book_cpu_profile(tmp_path):
-    data = _hardware.profile.data | {"name": "tiny"}
+    data = hardware.profile.data | {"name": "tiny"}
     data["properties"] = dict(data["properties"], asyncEngineCount=1)
     path = tmp_path / "tiny.json"
     path.write_text(__import__("json").dumps(data))
     code = ("from src import cp; p = cp.cuda.runtime.getDeviceProperties(0)"
             "; print(p['name'].decode(), p['asyncEngineCount'])")
-    book = os.path.join(os.path.dirname(__file__), "..", "book")
-    out = subprocess.run([sys.executable, "-c", code], cwd=book, text=True,
-                         capture_output=True, timeout=120,
-                         env=dict(os.environ, BOOK_BACKEND="cpu",
-                                  BOOK_CPU_PROFILE=str(path)))
+    out = subproc.run_code(code, backend="cpu",
+                           env={"BOOK_CPU_PROFILE": str(path)})
     assert out.stdout.split() == ["CPU", "device", "model", "(tiny",
                                   "profile)", "1"], out.stderr
 
 
 def test_device_time_follows_the_cost_model(profile):
     profile()
-    prof = _hardware.profile
+    prof = hardware.profile
     s = cp.cuda.Stream(non_blocking=True)
     host = cpx.zeros_pinned(1 << 20, np.float32)
     dev = empty(1 << 20)
@@ -141,13 +157,12 @@ def test_a_kernels_globaltimer_reads_its_modelled_work_not_the_cpus(
     end.synchronize()
     first, last = (int(v) for v in stamps.get())
     span_ms = (last - first) / 1e6
-    lat, work = _hardware.profile.kernel_cost(
+    lat, work = hardware.profile.kernel_cost(
         3 * a.nbytes, 0, a.size, "overlap_kernel")
     assert span_ms == pytest.approx(work * 1e3, rel=1e-3)
     assert span_ms <= cp.cuda.get_elapsed_time(start, end)
 
 
-# -- calibration: device-only effects against the H100 ------------------------
 @pytest.mark.timeout(120)
 def test_pinned_against_pageable_h2d_bandwidth(profile):
     profile()
@@ -173,28 +188,6 @@ def test_a_copy_against_an_elementwise_kernel_on_the_same_array(profile):
             dev.__iadd__(1)
     t_kernel = event_ms(s, add_one)
     assert within_2x(t_copy / t_kernel, H100["copy_kernel"])
-
-
-def overlap_demo(versions=("sequential", "v1", "v2"), repeat=3):
-    """NVIDIA's demo (4 streams of a million floats): the fastest makespan
-    of ``repeat`` runs of each version, in ms."""
-    chunk, n_streams = 4 * 1024 * 256, 4
-    a = cpx.zeros_pinned(chunk * n_streams, dtype=np.float32)
-    d_a = empty(a.size)
-    streams = [cp.cuda.Stream(non_blocking=True) for _ in range(n_streams)]
-    ms = {v: float("inf") for v in versions}
-    for v in [v for v in versions for _ in range(repeat)]:
-        if v == "sequential":
-            tl = Timeline([cp.cuda.Stream.null])
-            pipeline.sequential(pipeline.overlap_stages(a, d_a, 1),
-                                timeline=tl)
-            ops = tl.ops()
-        else:
-            ops = pipeline.measure(pipeline.overlap_stages(a, d_a, n_streams),
-                                   n_streams, streams, v)
-        ms[v] = min(ms[v], timeline.makespan(ops))
-    cp.cuda.Device().synchronize()
-    return ms
 
 
 @pytest.mark.timeout(120)
@@ -235,15 +228,14 @@ def test_non_blocking_alone_frees_the_host_little_for_pageable_memory(
         for _ in range(4):
             cp.cuda.Device().synchronize()
             with arena():
-                t0 = _hardware.clock()
+                t0 = hardware.clock()
                 cp.asarray(pageable, blocking=blocking)
-                times.append(_hardware.clock() - t0)
+                times.append(hardware.clock() - t0)
         return min(times[1:])
     ratio = blocked(False) / blocked(True)
     assert within_2x(ratio, H100["pageable_nb_b"]) and ratio < 1
 
 
-# -- engines ------------------------------------------------------------------
 def test_two_copies_in_one_direction_take_turns_on_its_engine(profile):
     profile()
     a, b = (cp.cuda.Stream(non_blocking=True) for _ in range(2))
@@ -297,7 +289,7 @@ def test_small_kernels_on_different_streams_overlap(profile):
     gate.open()
     for e in ends:
         e.synchronize()
-    one = _hardware.profile.kernel_cost(64)
+    one = hardware.profile.kernel_cost(64)
     both = max(cp.cuda.get_elapsed_time(origin, e) for e in ends)
     assert both < 1.5 * 20 * sum(one) * 1e3
     assert all((x.get() == 20).all() for x in xs)
@@ -308,16 +300,15 @@ def test_a_host_wait_returns_at_the_modelled_end_without_spinning(profile):
     s = cp.cuda.Stream(non_blocking=True)
     host = cpx.zeros_pinned(1 << 20, np.float32)        # 4 MiB: ~8 ms
     dev = empty(host.size)
-    cpu0, t0 = time.process_time(), _hardware.clock()
+    cpu0, t0 = time.process_time(), hardware.clock()
     dev.set(host, stream=s)
     end = s.record()
     s.synchronize()
-    waited, cpu = _hardware.clock() - t0, time.process_time() - cpu0
+    waited, cpu = hardware.clock() - t0, time.process_time() - cpu0
     assert waited * 1e3 >= cp.cuda.get_elapsed_time(end, end) + 5
     assert cpu < 0.5 * waited + 0.005      # slept, did not spin
 
 
-# -- a worker never dies silently ---------------------------------------------
 @pytest.mark.timeout(60)
 def test_a_failure_in_a_workers_bookkeeping_surfaces_at_the_next_wait(
         monkeypatch):
@@ -332,10 +323,10 @@ def test_a_failure_in_a_workers_bookkeeping_surfaces_at_the_next_wait(
     monkeypatch.setattr(time, "perf_counter", broken)
     s.launch_host_func(lambda _: None, None)     # the worker reads the clock
     event = s.record()
-    with pytest.raises(_hardware.WorkerError, match="clock broke"):
+    with pytest.raises(hardware.WorkerError, match="clock broke"):
         event.synchronize()
     monkeypatch.setattr(time, "perf_counter", real)
-    with pytest.raises(_hardware.WorkerError):
+    with pytest.raises(hardware.WorkerError):
         s.synchronize()                         # and at every later wait
     del s, event                    # the broken stream goes away
     gc.collect()

@@ -1,24 +1,33 @@
-"""A reader's own ElementwiseKernel / ReductionKernel in plain C runs on the
-CPU device model without a twin, with CUDA C's semantics (float32 stays
-float32, integer division truncates, comparisons give bool, float-to-int
-conversions saturate). Each expected value is NumPy written the CUDA way."""
+"""Kernels on the CPU device model: a reader's own ElementwiseKernel /
+ReductionKernel in plain C runs without a twin, with CUDA C's semantics
+(float32 stays float32, integer division truncates, comparisons give bool,
+float-to-int conversions saturate; each expected value is NumPy written the
+CUDA way); RawKernel arguments and `cupy.fuse` reductions follow CuPy."""
 import numpy
 import pytest
 
+import modelkit
 import src.cpudevice as cp
 from src import twins
+
+
+@pytest.fixture
+def raw_twin():
+    from src import twins
+    seen = []
+
+    @twins.register("cupy_probe_raw")
+    def _twin(grid, block, args, shared_mem=0):
+        seen.append((grid, block, args))
+    yield cp.RawKernel("extern \"C\" __global__ void f() {}",
+                       "cupy_probe_raw"), seen
+    modelkit.unregister_twin("cupy_probe_raw")
+
 
 f32, f64, i32, u32 = numpy.float32, numpy.float64, numpy.int32, numpy.uint32
 XF = numpy.array([-2.75, -1.5, -0.25, 0.0, 0.5, 1.25, 2.5, 3.75], f32)
 XI = numpy.array([-7, -5, -3, -1, 0, 2, 5, 7], i32)
 YI = numpy.array([2, 3, -2, 4, 5, -3, 2, 3], i32)
-
-
-def test_the_issues_example_gives_cupys_result():
-    r = cp.ElementwiseKernel("T x", "T y", "y = x * 3 + 1", "k")(
-        cp.arange(5, dtype=cp.float32))
-    assert r.dtype == numpy.float32
-    numpy.testing.assert_array_equal(r.get(), [1, 4, 7, 10, 13])
 
 
 def _cdiv(a, b):       # C's integer division: truncate toward zero
@@ -36,7 +45,6 @@ def _sat_int32(v):
     return numpy.clip(v, -2**31, 2**31 - 1).astype(i32)
 
 
-# (operation, out type, inputs, expected): 24 expressions
 CASES = [
     ("y = x * 3 + 1", "T y", (XF,), XF * f32(3) + f32(1)),
     ("y = -x / 4", "T y", (XF,), -XF / f32(4)),
@@ -78,6 +86,56 @@ CASES = [
     ("y = isnan(x) ? 0.0f : copysignf(fabsf(x), -1.0f) + M_PI", "T y", (XF,),
      (-numpy.abs(XF)).astype(f64) + numpy.pi),
 ]
+
+
+def test_fuse_reduces_along_an_axis():
+    @cp.fuse()
+    def colsum(x, y):
+        return cp.sum(x * 2 + y, axis=0)
+
+    @cp.fuse
+    def rowmax(x):
+        return cp.max(x * x, axis=1, keepdims=True)
+
+    @cp.fuse
+    def total(x):
+        return cp.sum(x - 1)
+
+    host = numpy.arange(12.0).reshape(3, 4)
+    x = cp.asarray(host)
+    r = colsum(x, 1.0)
+    assert r.shape == (4,)
+    numpy.testing.assert_array_equal(r.get(), (host * 2 + 1).sum(axis=0))
+    r = rowmax(x)
+    assert r.shape == (3, 1)
+    numpy.testing.assert_array_equal(r.get(), (host * host).max(1, keepdims=1))
+    assert total(x).shape == () and float(total(x)) == (host - 1).sum()
+    # a second call with the same signature reuses the cached result type
+    numpy.testing.assert_array_equal(colsum(x + 1, 0.0).get(),
+                                     ((host + 1) * 2).sum(axis=0))
+
+
+def test_raw_kernel_wants_tuples_for_grid_and_block(raw_twin):
+    k, seen = raw_twin
+    x = cp.zeros(4, cp.float32)
+    with pytest.raises(TypeError, match=r"Argument 'grid' has incorrect "
+                       r"type \(expected tuple, got int\)"):
+        k(1, (32,), (x,))
+    with pytest.raises(TypeError, match="Argument 'block'.*got list"):
+        k((1,), [32], (x,))
+    k((1,), (32,), [x, numpy.int32(4)])          # args: a list is fine
+    k((1,), (32,), (x, numpy.array([4], numpy.int32)))   # size one: a value
+    with pytest.raises(TypeError, match="Only numpy.ndarrays of size one"):
+        k((1,), (32,), (numpy.zeros(3),))
+    cp.cuda.Stream.null.synchronize()
+    assert len(seen) == 2 and seen[1][2][1] == 4
+
+
+def test_the_issues_example_gives_cupys_result():
+    r = cp.ElementwiseKernel("T x", "T y", "y = x * 3 + 1", "k")(
+        cp.arange(5, dtype=cp.float32))
+    assert r.dtype == numpy.float32
+    numpy.testing.assert_array_equal(r.get(), [1, 4, 7, 10, 13])
 
 
 @pytest.mark.parametrize("op, out, args, expected", CASES,
@@ -174,7 +232,7 @@ def test_a_registered_twin_wins_over_the_translation():
         assert k(cp.ones(3)).get().tolist() == [42, 42, 42]
         assert calls
     finally:
-        twins._TWINS.pop("ck_twin_wins")
+        modelkit.unregister_twin("ck_twin_wins")
 
 
 def test_raw_kernel_without_twin_keeps_its_error():
@@ -237,5 +295,5 @@ def test_translation_is_cached_per_type_signature():
     k(cp.ones(3, cp.float32))
     k(cp.ones(3, cp.float32))
     k(cp.ones(3, cp.int32))
-    assert len(k._translated) == 2
+    assert modelkit.translated_variants(k) == 2
     assert k(cp.ones(3, cp.int32)).dtype == numpy.int32

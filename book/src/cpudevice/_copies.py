@@ -1,0 +1,121 @@
+"""Host<->device copies of the CPU device model: through the copy engines,
+from pinned memory directly, and from pageable memory through the driver's
+staging buffers (as ``cudaMemcpyAsync`` does).
+"""
+import threading
+
+import numpy
+
+from . import _hardware
+from .cuda.pinned_memory import _pinned_range
+from .cuda.stream import _queue_of
+
+
+# -- host <-> device copies ---------------------------------------------------
+class _Staging:
+    """The driver's bounce buffers for copies from and to pageable memory.
+
+    Host threads (uploads) and stream workers (downloads) take and give
+    buffers at once: the free list is guarded by a lock, or two threads
+    could find the same buffer and one pop another's."""
+
+    def __init__(self):
+        self.free = []
+        self.lock = threading.Lock()
+
+    def take(self, nbytes):
+        with self.lock:
+            for i, buf in enumerate(self.free):
+                if buf.nbytes >= nbytes:
+                    return self.free.pop(i)
+        return numpy.empty(max(nbytes, 1 << 20), numpy.uint8)
+
+    def give(self, buf):
+        with self.lock:
+            self.free.append(buf)
+            self.free.sort(key=lambda b: b.nbytes)
+            del self.free[4:]
+
+
+_staging = _Staging()
+
+
+def _as_bytes_view(buf, like):
+    return buf[:like.nbytes].view(like.dtype).reshape(like.shape)
+
+
+def _stage(nbytes, t0):
+    """The host has staged ``nbytes`` of pageable memory since ``t0``: it
+    is held at least as long as the profile says staging takes."""
+    _hardware.sleep_until(t0 + _hardware.profile.stage_cost(nbytes))
+
+
+def _begin_copy(stream, nbytes, direction):
+    """``(queue, cost)`` of a copy of ``nbytes`` in ``direction`` ("H2D",
+    "D2H") on ``stream``; a stream under capture refuses it, as CuPy's."""
+    q = _queue_of(stream)
+    if q.capture is not None:
+        raise RuntimeError(f"the current stream is capturing, so "
+                           f"{direction} transfers are disallowed")
+    return q, _hardware.profile.copy_cost(nbytes, direction)
+
+
+def _h2d(dst, src, stream=None, sync=True):
+    """Copy host array ``src`` into device view ``dst`` on ``stream``.
+
+    From pinned memory: one asynchronous copy on the H2D engine. From
+    pageable memory: the host first copies ``src`` into a bounce buffer
+    (the call blocks for that), then the engine copies the bounce buffer;
+    with ``sync`` (cudaMemcpyAsync from pageable memory, as ``set`` does)
+    the call returns only when the copy is done, as on a GPU. Without it
+    (CuPy's own staging in pinned memory, as ``asarray`` does) the call
+    returns once the data is staged. Returns the copy's queue item.
+    """
+    q, cost = _begin_copy(stream, src.nbytes, "H2D")
+    if _pinned_range(src.ctypes.data, src.nbytes):
+        return q.submit(lambda: numpy.copyto(dst, src), q.dev.h2d,
+                        cost=cost)
+    t0 = _hardware.clock()
+    if sync:
+        # The host is held until the copy is done, so ``src`` cannot change
+        # meanwhile: one real copy stands for the staging and the DMA,
+        # while the device clock counts both, one after the other.
+        staged = t0 + _hardware.profile.stage_cost(src.nbytes)
+        item = q.submit(lambda: numpy.copyto(dst, src), q.dev.h2d,
+                        cost=cost, issued=staged)
+        q.host_wait(item)
+        return item
+    buf = _staging.take(src.nbytes)
+    stage = _as_bytes_view(buf, src)
+    numpy.copyto(stage, src)
+    _stage(src.nbytes, t0)
+
+    def copy():
+        numpy.copyto(dst, stage)
+        _staging.give(buf)
+    return q.submit(copy, q.dev.h2d, cost=cost)
+
+
+def _d2h(out, src, stream=None, blocking=True):
+    """Copy device view ``src`` into host array ``out`` on ``stream``.
+
+    Into pinned memory the copy may stay asynchronous (``blocking=False``);
+    into pageable memory it goes through a bounce buffer and the call
+    returns only when the data has arrived, as cudaMemcpyAsync does.
+    """
+    q, cost = _begin_copy(stream, out.nbytes, "D2H")
+    if _pinned_range(out.ctypes.data, out.nbytes):
+        item = q.submit(lambda: numpy.copyto(out, src), q.dev.d2h,
+                        cost=cost)
+        if blocking:
+            q.host_wait(item)
+        return out
+    buf = _staging.take(out.nbytes)
+    stage = _as_bytes_view(buf, out)
+    q.host_wait(q.submit(lambda: numpy.copyto(stage, src), q.dev.d2h,
+                         cost=cost))
+    t0 = _hardware.clock()
+    numpy.copyto(out, stage)
+    _staging.give(buf)
+    _stage(out.nbytes, t0)
+    return out

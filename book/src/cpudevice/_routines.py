@@ -1,0 +1,251 @@
+"""Elementwise and reduction routines of the CPU device model: ufuncs
+queued as one kernel each, reductions (one table, `REDUCTIONS`, makes both
+``ndarray``'s methods and the package's functions), ``matmul`` and ``dot``.
+"""
+import inspect
+import math
+
+import numpy
+from numpy.lib.array_utils import normalize_axis_tuple
+
+from ._core import (_broadcast_shape, _check_device, _check_host_operand,
+                    _check_ufunc_operand, _dtype_cache, _empty, _fusing,
+                    _in_fused_body, _launch, _nbytes, _result_dtype)
+from ._ndarray import ndarray
+from .cuda.stream import _check_cublas_capture
+
+
+def _ufunc(uf, *args, out=None, dtype=None):
+    """Queue ``uf(*args)`` elementwise; return the result array(s)."""
+    arrays = []
+    for a in args:
+        if isinstance(a, ndarray):
+            arrays.append(a)
+        else:
+            _check_ufunc_operand(a)
+    _check_device(arrays)
+    shape = _broadcast_shape(arrays)
+    res_dtype = _result_dtype(uf, args, dtype)
+    views = [a._a if isinstance(a, ndarray) else a for a in args]
+    if uf.nout > 1:
+        outs = tuple(_empty(shape, d) for d in res_dtype)
+        oviews = tuple(o._a for o in outs)
+        _launch(lambda: uf(*views, out=oviews, dtype=dtype),
+                _nbytes(arrays) + sum(o.nbytes for o in oviews))
+        return outs
+    if out is None:
+        out = _empty(shape, res_dtype)
+    else:
+        if not isinstance(out, ndarray):
+            raise TypeError("Output arguments must be cupy.ndarray")
+        _check_device([out])
+        if out.shape != shape:
+            raise ValueError(f"Out shape is mismatched: out has shape "
+                             f"{out.shape}, the result has shape {shape}")
+        if not numpy.can_cast(res_dtype, out.dtype, "same_kind"):
+            raise TypeError(
+                f"output (typecode '{res_dtype.char}') could not be coerced "
+                f"to provided output parameter (typecode '{out.dtype.char}')"
+                " according to the casting rule ''same_kind''")
+    oview = out._a
+    _launch(lambda: uf(*views, out=oview, dtype=dtype),
+            _nbytes(arrays) + oview.nbytes)
+    return out
+
+
+def _make_ufunc(uf):
+    def f(*args, out=None, dtype=None):
+        if _in_fused_body():
+            return uf(*args, out=out, dtype=dtype)
+        if len(args) != uf.nin:
+            raise TypeError(f"Wrong number of arguments for {uf.__name__}: "
+                            f"{len(args)} given, {uf.nin} expected")
+        return _ufunc(uf, *args, out=out, dtype=dtype)
+    f.__name__ = f.__qualname__ = uf.__name__
+    f.__doc__ = f"Elementwise ``{uf.__name__}``, queued on the current stream."
+    f.nin, f.nout = uf.nin, uf.nout
+    return f
+
+
+# -- reductions ---------------------------------------------------------------
+def _reduced_shape(shape, axis, keepdims):
+    if axis is None:
+        axes = tuple(range(len(shape)))
+    else:
+        axes = normalize_axis_tuple(axis, len(shape))
+    if keepdims:
+        return tuple(1 if i in axes else s for i, s in enumerate(shape))
+    return tuple(s for i, s in enumerate(shape) if i not in axes)
+
+
+_NO_DTYPE = {numpy.max, numpy.min, numpy.argmax, numpy.argmin,
+             numpy.all, numpy.any}
+# Reductions with no identity, by the name CuPy's error gives them: a full
+# reduction goes to CUB (CuPy's default accelerator), an axis reduction to
+# CuPy's own reduction kernel.
+_NO_IDENTITY = {numpy.max: ("CUPY_CUB_MAX", "cupy_max"),
+                numpy.min: ("CUPY_CUB_MIN", "cupy_min"),
+                numpy.argmax: ("CUPY_CUB_ARGMAX", "cupy_argmax"),
+                numpy.argmin: ("CUPY_CUB_ARGMIN", "cupy_argmin")}
+
+
+def _reduce(func, a, axis=None, dtype=None, out=None, keepdims=False,
+            **extra):
+    """Queue ``func(a, axis=...)`` as one reduction kernel."""
+    if _in_fused_body():
+        _fusing.reduced = True
+        kw = dict(extra)
+        if dtype is not None:
+            kw["dtype"] = dtype
+        return func(a, axis=axis, keepdims=keepdims, **kw)
+    if not isinstance(a, ndarray):
+        a = asarray(a)
+    _check_device([a])
+    kw = dict(extra)
+    if func not in _NO_DTYPE:
+        kw["dtype"] = dtype
+    if func in (numpy.argmax, numpy.argmin) and axis is not None and \
+            not isinstance(axis, (int, numpy.integer)):
+        raise TypeError("axis must be an integer for argmax/argmin")
+    shape = _reduced_shape(a.shape, axis, keepdims)
+    if a.size == 0 and func in _NO_IDENTITY and math.prod(shape) != 0:
+        full = len(_reduced_shape(a.shape, axis, False)) == 0
+        raise ValueError("zero-size array to reduction operation {} which "
+                         "has no identity".format(
+                             _NO_IDENTITY[func][0 if full else 1]))
+    key = (func, a.dtype, dtype, tuple(sorted(extra.items())))
+    rdt = _dtype_cache.get(key)
+    if rdt is None:
+        with numpy.errstate(all="ignore"):
+            probe = {k: v for k, v in kw.items() if k != "ddof"}
+            rdt = numpy.asarray(func(numpy.ones(2, a.dtype), **probe)).dtype
+        _dtype_cache[key] = rdt
+    if out is None:
+        out = _empty(shape, rdt)
+    elif out.shape != shape:
+        raise ValueError(f"Out shape is mismatched: {out.shape} != {shape}")
+    src, dst = a._a, out._a
+    n = math.prod(a.shape[d] for d in (       # elements per reduction
+        range(a.ndim) if axis is None else normalize_axis_tuple(axis,
+                                                                a.ndim)))
+    if func in (numpy.argmax, numpy.argmin):
+        def run():
+            dst[...] = func(src, axis=axis, keepdims=keepdims)
+    elif func in (numpy.mean, numpy.var, numpy.std) and \
+            n - extra.get("ddof", 0) <= 0:
+        def run():          # 0/0 is NaN, x/0 inf: CuPy's result, no warning
+            _moments_no_warning(func, src, dst, axis, n,
+                                extra.get("ddof", 0), kw.get("dtype"))
+    else:
+        def run():
+            func(src, axis=axis, out=dst, keepdims=keepdims, **kw)
+    _launch(run, src.nbytes + dst.nbytes)
+    return out
+
+
+def _reduction(func, dtype=True, ddof=False):
+    """CuPy's reduction ``func`` as an `ndarray` method (`as_function` makes
+    the ``cupy.<name>`` function of it): one definition for both."""
+    if ddof:
+        def method(self, axis=None, dtype=None, out=None, ddof=0,
+                   keepdims=False):
+            return _reduce(func, self, axis, dtype, out, keepdims, ddof=ddof)
+    elif dtype:
+        def method(self, axis=None, dtype=None, out=None, keepdims=False):
+            return _reduce(func, self, axis, dtype, out, keepdims)
+    else:
+        def method(self, axis=None, out=None, keepdims=False):
+            return _reduce(func, self, axis, None, out, keepdims)
+    method.__name__ = func.__name__
+    method.__qualname__ = f"ndarray.{func.__name__}"
+    method.__doc__ = f"``{func.__name__}``, queued as one reduction kernel."
+    return method
+
+
+# The reductions, once: `ndarray`'s methods, and the package's functions.
+REDUCTIONS = {m.__name__: m for m in (
+    _reduction(numpy.sum), _reduction(numpy.prod), _reduction(numpy.mean),
+    _reduction(numpy.var, ddof=True), _reduction(numpy.std, ddof=True),
+    *(_reduction(f, dtype=False) for f in (
+        numpy.max, numpy.min, numpy.argmax, numpy.argmin, numpy.all,
+        numpy.any)))}
+
+
+def as_function(method):
+    """``cupy.<name>(a, ...)`` from the method ``ndarray.<name>(self, ...)``:
+    the same parameters, the array first (a host array too: it is copied
+    to the device, or used as it is inside a fused body)."""
+    def function(a, *args, **kwargs):
+        return method(a, *args, **kwargs)
+    sig = inspect.signature(method)
+    first, *rest = sig.parameters.values()
+    function.__signature__ = sig.replace(
+        parameters=[first.replace(name="a"), *rest])
+    function.__name__ = function.__qualname__ = method.__name__
+    function.__doc__ = method.__doc__
+    return function
+
+
+def _moments_no_warning(func, src, dst, axis, n, ddof, dtype):
+    """mean/var/std over ``n`` <= ``ddof`` elements: what CuPy's kernels
+    compute (a division by zero), where NumPy would also warn."""
+    with numpy.errstate(all="ignore"):
+        if dtype is None:
+            dtype = dst.dtype
+        m = numpy.sum(src, axis=axis, keepdims=True, dtype=dtype) / \
+            dst.dtype.type(n)
+        if func is not numpy.mean:
+            d = numpy.abs(src - m) ** 2
+            m = numpy.sum(d, axis=axis, keepdims=True, dtype=dtype) / \
+                dst.dtype.type(max(n - ddof, 0))
+            if func is numpy.std:
+                m = numpy.sqrt(m)
+        dst[...] = m.reshape(dst.shape)
+
+
+def _matmul_shape(a, b, name):
+    sa, sb = a.shape, b.shape
+    if not sa or not sb:
+        raise ValueError(f"{name}: operands must not be 0-dimensional")
+    ka = sa[-1]
+    kb = sb[-2] if len(sb) > 1 else sb[0]
+    if ka != kb:
+        raise ValueError(f"{name}: shapes {sa} and {sb} not aligned: "
+                         f"{ka} (dim {len(sa) - 1}) != {kb}")
+    head_a = sa[:-1]
+    tail_b = sb[-1:] if len(sb) > 1 else ()
+    if name == "dot" or (len(sa) <= 2 and len(sb) <= 2):
+        return head_a + (sb[:-2] if len(sb) > 2 else ()) + tail_b
+    batch = numpy.broadcast_shapes(sa[:-2], sb[:-2])
+    return batch + sa[-2:-1] + tail_b
+
+
+def _product(func, name, a, b, out=None):
+    _check_host_operand(a)
+    _check_host_operand(b)
+    a, b = asarray(a), asarray(b)
+    _check_device([a, b])
+    shape = _matmul_shape(a, b, name)
+    dt = numpy.result_type(a.dtype, b.dtype)
+    _check_cublas_capture(dt)
+    if out is None:
+        out = _empty(shape, dt)
+    av, bv, ov = a._a, b._a, out._a
+    k = av.shape[-1]
+    _launch(lambda: func(av, bv, out=ov), av.nbytes + bv.nbytes + ov.nbytes,
+            2 * k * ov.size)
+    return out
+
+
+def matmul(a, b, out=None):
+    """Matrix product, queued as one kernel."""
+    return _product(numpy.matmul, "matmul", a, b, out)
+
+
+def dot(a, b, out=None):
+    """Dot product, queued as one kernel."""
+    return _product(numpy.dot, "dot", a, b, out)
+
+
+# Below: _creation builds on this module.
+from ._creation import asarray, full  # noqa: E402

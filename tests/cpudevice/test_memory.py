@@ -1,0 +1,160 @@
+"""Device memory on the CPU device model (`cupy.cuda.memory`): the pool
+rounds, caches and limits like CuPy's, hooks see CuPy's keywords, and
+finished work keeps no buffer alive."""
+import weakref
+
+import pytest
+
+import src.cpudevice as cp
+
+pool = cp.get_default_memory_pool()
+
+
+@pytest.fixture(autouse=True)
+def empty_cache():
+    """Each test starts with the device idle, the pool's cache empty, and
+    a stream of its own: the pool caches blocks per stream, and a block an
+    earlier test split (one part still alive) must not serve these tests."""
+    cp.cuda.runtime.deviceSynchronize()
+    pool.free_all_blocks()
+    with cp.cuda.Stream(non_blocking=True) as stream:
+        yield stream
+        stream.synchronize()
+
+
+def test_mem_info_sees_pool_reservations():
+    free0, total = cp.cuda.runtime.memGetInfo()
+    x = cp.empty(1 << 20, cp.uint8)
+    free1, _ = cp.cuda.runtime.memGetInfo()
+    assert free0 - free1 == 1 << 20 and total == cp.cuda.Device().mem_info[1]
+    del x
+
+
+def test_results_come_from_the_pool():
+    x = cp.empty(1000, cp.float32)
+    before = pool.used_bytes()
+    y = x + 1
+    assert pool.used_bytes() - before == 4096
+    del x, y
+
+
+def test_pool_rounds_to_512_bytes_and_caches_blocks():
+    pool.free_all_blocks()
+    base_used, base_total = pool.used_bytes(), pool.total_bytes()
+    x = cp.empty(1000, cp.float32)
+    assert pool.used_bytes() - base_used == 4096
+    del x
+    assert pool.used_bytes() == base_used
+    assert pool.total_bytes() - base_total == 4096    # cached, not freed
+    assert pool.n_free_blocks() >= 1
+    y = cp.empty(1000, cp.float32)                    # reuses the block
+    assert pool.total_bytes() - base_total == 4096
+    del y
+    pool.free_all_blocks()
+    assert pool.total_bytes() == base_total
+
+
+def test_limit_and_out_of_memory_after_freeing_the_cache():
+    pool.free_all_blocks()
+    pool.set_limit(size=1 << 20)
+    try:
+        assert pool.get_limit() == 1 << 20
+        x = cp.empty(700 << 10, cp.uint8)
+        del x                                       # cached: 700 KiB held
+        y = cp.empty(900 << 10, cp.uint8)           # fits after a retry
+        with pytest.raises(cp.cuda.memory.OutOfMemoryError) as e:
+            cp.empty(2 << 20, cp.uint8)
+        assert isinstance(e.value, MemoryError)
+        assert "limit set to: 1,048,576 bytes" in str(e.value)
+        del y
+    finally:
+        pool.set_limit(size=0)
+    total = cp.cuda.runtime.getDeviceProperties(0)["totalGlobalMem"]
+    with pytest.raises(cp.cuda.memory.OutOfMemoryError,
+                       match=f"Out of memory allocating {total + 512:,}"):
+        cp.empty(total + 1, cp.uint8)
+
+
+def test_memory_hook_is_called_with_cupys_keywords():
+    calls = []
+
+    class Rec(cp.cuda.MemoryHook):
+        name = "rec"
+
+        def malloc_postprocess(self, **kw):
+            calls.append(("malloc", sorted(kw)))
+
+        def alloc_postprocess(self, **kw):
+            calls.append(("alloc", sorted(kw)))
+
+        def free_postprocess(self, **kw):
+            calls.append(("free", sorted(kw)))
+
+    pool.free_all_blocks()
+    with Rec():
+        x = cp.empty(12345, cp.uint8)
+        del x
+    assert ("malloc", ["device_id", "mem_ptr", "mem_size", "pmem_id",
+                       "size"]) in calls
+    assert ("alloc", ["device_id", "mem_ptr", "mem_size"]) in calls
+    assert ("free", ["device_id", "mem_ptr", "mem_size", "pmem_id"]) in calls
+
+
+def test_finished_work_keeps_no_buffer_alive():
+    # A GPU holds nothing of work that has run, so a freed buffer's memory
+    # goes back at once (the model's worker used to keep its last item).
+    class Payload:
+        pass
+    payload = Payload()
+    alive = weakref.ref(payload)
+    s = cp.cuda.Stream(non_blocking=True)
+    s.launch_host_func(lambda arg: None, payload)
+    s.synchronize()
+    del payload
+    assert alive() is None
+
+
+def test_allocations_are_256_byte_aligned():
+    keep = [cp.empty(n, cp.uint8) for n in (1, 255, 256, 511, 513, 3000)]
+    del keep[1::2]                               # split and reuse the blocks
+    keep += [cp.empty(n, cp.uint8) for n in (7, 700, 70000)]
+    for a in keep:
+        assert a.data.ptr % 256 == 0, hex(a.data.ptr)
+    assert cp.empty(0).data.ptr == 0
+
+
+def test_out_of_memory_error_text_is_cupys_own():
+    cap = cp.cuda.runtime.getDeviceProperties(0)["totalGlobalMem"]
+    size = (cap + 1 + 511) // 512 * 512
+    with pytest.raises(cp.cuda.memory.OutOfMemoryError) as e:
+        cp.empty(cap + 1, cp.uint8)
+    total = pool.total_bytes()
+    assert str(e.value) == ("Out of memory allocating {:,} bytes "
+                            "(allocated so far: {:,} bytes).".format(size,
+                                                                     total))
+    pool.set_limit(size=1 << 20)
+    try:
+        with pytest.raises(cp.cuda.memory.OutOfMemoryError) as e:
+            cp.empty(2 << 20, cp.uint8)
+        assert str(e.value) == (
+            "Out of memory allocating 2,097,152 bytes (allocated so far: "
+            "{:,} bytes, limit set to: 1,048,576 bytes).".format(
+                pool.total_bytes()))
+    finally:
+        pool.set_limit(size=0)
+    err = cp.cuda.memory.OutOfMemoryError(1000, -1)
+    assert str(err) == "Out of memory allocating 1,000 bytes"
+    assert isinstance(err, MemoryError)
+
+
+def test_memory_pointer_plus_an_offset():
+    x = cp.arange(6, dtype=cp.float64)
+    p = x.data + 16
+    assert isinstance(p, cp.cuda.MemoryPointer)
+    assert p.ptr == x.data.ptr + 16 and p.mem is x.data.mem
+    assert (16 + x.data).ptr == p.ptr and (p - 8).ptr == x.data.ptr + 8
+    q = x.data + 0
+    q += 24
+    assert q.ptr == x.data.ptr + 24 and int(q) == q.ptr
+    y = cp.ndarray((4,), cp.float64, memptr=x.data + 16)
+    assert y.get().tolist() == [2.0, 3.0, 4.0, 5.0]

@@ -1,0 +1,119 @@
+"""Pinned host memory on the CPU device model
+(`cupy.cuda.pinned_memory`, `cupyx.empty_like_pinned`): pageable copies are
+staged, pinned copies are asynchronous and read their buffer later."""
+import gc
+import threading
+
+import numpy
+import pytest
+
+import src.cpudevice as cp
+import src.cpudevice.cupyx as cpx
+from modelkit import WAIT_S, Gate
+
+
+def test_pinned_memory_and_pool():
+    ppool = cp.get_default_pinned_memory_pool()
+    mem = cp.cuda.alloc_pinned_memory(4000)
+    a = numpy.frombuffer(mem, numpy.float32, 1000)
+    assert cp.cuda.pinned_memory.is_memory_pinned(a.ctypes.data)
+    assert not cp.cuda.pinned_memory.is_memory_pinned(
+        numpy.empty(10).ctypes.data)
+    n = ppool.n_free_blocks()
+    del a, mem
+    gc.collect()
+    assert ppool.n_free_blocks() == n + 1
+    b = cpx.zeros_pinned((3, 4), numpy.float32)
+    assert b.shape == (3, 4) and (b == 0).all()
+    c = cpx.empty_like_pinned(b)
+    d = cpx.zeros_like_pinned(b, dtype=numpy.int8)
+    assert c.dtype == numpy.float32 and d.dtype == numpy.int8
+    assert cp.cuda.pinned_memory.is_memory_pinned(d.ctypes.data)
+
+
+def test_pageable_copy_is_staged_so_the_source_can_change_at_once():
+    s = cp.cuda.Stream(non_blocking=True)
+    gate = Gate().hold_stream(s)
+    host = numpy.ones(1000)
+    dev = cp.empty(1000)
+    dev.set(host, stream=s)      # returns once staged, before the copy runs
+    host[:] = 5
+    gate.open()
+    s.synchronize()
+    assert dev.get().sum() == 1000
+
+
+def test_pinned_copy_is_asynchronous_and_reads_the_buffer_later():
+    s = cp.cuda.Stream(non_blocking=True)
+    gate = Gate().hold_stream(s)
+    host = cpx.empty_pinned(1000)
+    host[:] = 1
+    dev = cp.empty(1000)
+    dev.set(host, stream=s)      # queued: reads host when it runs
+    host[:] = 5                  # the hazard: overwritten before the copy
+    gate.open()
+    s.synchronize()
+    assert dev.get().sum() == 5000
+
+
+def test_get_into_pinned_out_without_blocking():
+    s = cp.cuda.Stream(non_blocking=True)
+    with s:
+        dev = cp.arange(100, dtype=cp.float32)
+    gate = Gate().hold_stream(s)
+    out = cpx.empty_pinned(100, numpy.float32)
+    out[:] = -1
+    r = dev.get(stream=s, out=out, blocking=False)
+    assert r is out and out[0] == -1      # not copied yet
+    gate.open()
+    s.synchronize()
+    assert out.tolist() == list(range(100))
+    back = cp.asnumpy(dev, stream=s, out=numpy.empty(100, numpy.float32))
+    assert back[99] == 99
+    x = cp.asarray(out, blocking=True)
+    assert float(x[5]) == 5
+
+
+def test_empty_like_pinned_keeps_layouts_and_refuses_subok():
+    f = numpy.zeros((3, 4), order="F")
+    assert cpx.empty_like_pinned(f).flags.f_contiguous
+    assert cpx.empty_like_pinned(f, order="A").flags.f_contiguous
+    assert cpx.empty_like_pinned(f, order="C").flags.c_contiguous
+    assert cpx.empty_like_pinned(numpy.zeros((3, 4)),
+                                 order="A").flags.c_contiguous
+    t = numpy.zeros((2, 3, 4)).transpose(2, 0, 1)
+    assert cpx.empty_like_pinned(t).strides == numpy.empty_like(t).strides
+    assert cpx.zeros_like_pinned(f).flags.f_contiguous
+    assert cpx.empty_like_pinned(f, shape=(5,)).shape == (5,)
+    assert cpx.empty_like_pinned(f, dtype=numpy.int8).dtype == numpy.int8
+    d = cp.zeros((3, 4), order="F")
+    assert cpx.empty_like_pinned(d).flags.f_contiguous
+    for subok in (True, False):
+        with pytest.raises(TypeError, match="subok is not supported"):
+            cpx.empty_like_pinned(f, subok=subok)
+    with pytest.raises(ValueError, match="order not understood"):
+        cpx.empty_like_pinned(f, order="X")
+
+
+def test_pageable_copies_from_many_threads_share_the_bounce_buffers():
+    """Uploads (host threads) and downloads (stream workers) take and give
+    the staging buffers at once; each copy still gets its own bytes."""
+    errors = []
+
+    def copy_back_and_forth(i):
+        try:
+            with cp.cuda.Stream(non_blocking=True):
+                for n in range(10):
+                    h = numpy.full(4096 + 512 * n, i, numpy.float32)
+                    if not (cp.asarray(h).get() == h).all():
+                        errors.append(i)
+        except Exception as e:          # noqa: BLE001  (reported below)
+            errors.append(e)
+
+    threads = [threading.Thread(target=copy_back_and_forth, args=(i,))
+               for i in range(6)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(WAIT_S)
+    assert not any(t.is_alive() for t in threads) and not errors, errors

@@ -1,0 +1,48 @@
+"""The one way tests run Python in a fresh process.
+
+A child runs from ``book/`` (where ``import src`` works, as in the lessons)
+with ``tests/`` on its path (so it can ``import modelkit``), and always
+under a timeout: a child that hangs fails its test instead of the suite.
+"""
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+TESTS = Path(__file__).resolve().parent
+ROOT = TESTS.parent
+BOOK = ROOT / "book"
+TIMEOUT_S = 120
+
+
+def command(argv, *, backend=None, env=None, cwd=BOOK, timeout=TIMEOUT_S):
+    """Run ``argv`` in a fresh process: its ``CompletedProcess`` (text).
+
+    ``backend`` sets ``BOOK_BACKEND`` (None: inherit this process's);
+    ``env`` adds variables; the timeout is never unset.
+    """
+    e = dict(os.environ, **(env or {}))
+    if backend is not None:
+        e["BOOK_BACKEND"] = backend
+    e["PYTHONPATH"] = os.pathsep.join(
+        p for p in (str(TESTS), str(BOOK), e.get("PYTHONPATH")) if p)
+    return subprocess.run(list(argv), cwd=cwd, env=e, capture_output=True,
+                          text=True, timeout=timeout or TIMEOUT_S)
+
+
+def run(args, **kw):
+    """``python *args`` (this interpreter) in a fresh process (`command`)."""
+    return command([sys.executable, *args], **kw)
+
+
+def run_code(code, **kw):
+    """``python -c code`` in a fresh process (see `run`)."""
+    return run(["-c", code], **kw)
+
+
+def output(code, **kw):
+    """The stripped stdout of ``python -c code``; fails the test (with the
+    child's stderr) when the child fails."""
+    r = run_code(code, **kw)
+    assert r.returncode == 0, r.stderr
+    return r.stdout.strip()
