@@ -330,3 +330,19 @@ def test_a_failure_in_a_workers_bookkeeping_surfaces_at_the_next_wait(
         s.synchronize()                         # and at every later wait
     del s, event                    # the broken stream goes away
     gc.collect()
+
+
+def test_an_operand_used_twice_is_read_once(profile):
+    # x + x reads x once and writes the result: 2 * nbytes, what the
+    # profile's memory bandwidth was calibrated on (x + x on the H100).
+    profile()
+    s = cp.cuda.Stream(non_blocking=True)
+    x = empty(1 << 20)
+    y = empty(1 << 20)
+    with s:
+        x + y                                   # loaded, warm
+        twice = event_ms(s, lambda: x + x)
+        two = event_ms(s, lambda: x + y)
+    lat, work = hardware.profile.kernel_cost(2 * x.nbytes)
+    assert twice == pytest.approx((lat + work) * 1e3, rel=0.05)
+    assert two > twice

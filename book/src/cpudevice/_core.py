@@ -51,8 +51,12 @@ def _launch(fn, nbytes=0, flops=0, *, stream=None, name=None, items=0,
 
 
 def _nbytes(args):
-    """Bytes a kernel reads from the device arrays among ``args``."""
-    return sum(a._a.nbytes for a in args if isinstance(a, ndarray))
+    """Bytes a kernel reads from the device arrays among ``args``, each
+    array once (``x + x`` reads ``x`` once: a GPU kernel reads each value
+    into a register and uses it twice)."""
+    seen = {(a.data.ptr, a._a.nbytes): a._a.nbytes for a in args
+            if isinstance(a, ndarray)}
+    return sum(seen.values())
 
 
 def _queue_into(shape, dtype, fn, args):
