@@ -100,25 +100,26 @@ def test_a_threads_ptds_is_destroyed_when_the_thread_ends():
     assert wait_until(lambda: name not in open_queue_names())
 
 
+def held_waits_for(held, other):
+    """With ``held`` stopped at a gate, does an event recorded next on
+    ``other`` wait for it? (A non-blocking stream's event, beside it, must
+    not: that shows the gate really holds only ``held``.)"""
+    free = cp.cuda.Stream(non_blocking=True)
+    gate = Gate().hold_stream(held)
+    after = other.record()
+    beside = free.record()
+    assert wait_until(lambda: beside.done)
+    waits = not after.done
+    gate.open()
+    after.synchronize()
+    return waits
+
+
 def test_ptds_is_blocking_with_respect_to_the_legacy_stream():
     """As cudaStreamPerThread: the legacy null stream waits for it and it
     waits for the legacy stream; a non-blocking stream waits for neither."""
-    free = cp.cuda.Stream(non_blocking=True)
-    gate = Gate().hold_stream(cp.cuda.Stream.ptds)
-    after = cp.cuda.Stream.null.record()
-    beside = free.record()
-    assert wait_until(lambda: beside.done)
-    assert not after.done               # the null stream waits for ptds
-    gate.open()
-    after.synchronize()
-
-    gate = Gate().hold_stream(cp.cuda.Stream.null)
-    after = cp.cuda.Stream.ptds.record()
-    beside = free.record()
-    assert wait_until(lambda: beside.done)
-    assert not after.done               # ptds waits for the null stream
-    gate.open()
-    after.synchronize()
+    assert held_waits_for(cp.cuda.Stream.ptds, cp.cuda.Stream.null)
+    assert held_waits_for(cp.cuda.Stream.null, cp.cuda.Stream.ptds)
 
 
 def test_ptds_does_not_synchronize_with_other_blocking_streams():
