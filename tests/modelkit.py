@@ -41,6 +41,13 @@ def nvml_refcount():
     return nvmlmodel._refcount
 
 
+def staging_buffer_sizes():
+    """Bytes of each bounce buffer the model keeps for pageable copies."""
+    from src.cpudevice._copies import _staging
+    with _staging.lock:
+        return [b.nbytes for b in _staging.free]
+
+
 def timeline_slots():
     """How many stamps one timeline buffer holds before it grows."""
     return timeline._SLOTS
@@ -109,7 +116,7 @@ def open_all_gates():
         event.set()
 
 
-# -- probes for tests/test_cpudevice_runtime_cupy.py --------------------------
+# -- probes for tests/cpudevice/test_runtime.py -----------------------------
 # Private state of the model, reached only through these small functions.
 def open_queue_names():
     """Names of the model's stream queues that are not destroyed."""

@@ -344,5 +344,6 @@ def test_an_operand_used_twice_is_read_once(profile):
         twice = event_ms(s, lambda: x + x)
         two = event_ms(s, lambda: x + y)
     lat, work = hardware.profile.kernel_cost(2 * x.nbytes)
-    assert twice == pytest.approx((lat + work) * 1e3, rel=0.05)
-    assert two > twice
+    lat3, work3 = hardware.profile.kernel_cost(3 * x.nbytes)
+    assert (lat + work) * 1e3 <= twice < (lat3 + work3) * 1e3
+    assert two >= (lat3 + work3) * 1e3

@@ -117,3 +117,17 @@ def test_pageable_copies_from_many_threads_share_the_bounce_buffers():
     for t in threads:
         t.join(WAIT_S)
     assert not any(t.is_alive() for t in threads) and not errors, errors
+
+
+def test_the_bounce_buffers_of_a_large_copy_are_kept_for_the_next():
+    """As a driver keeps its pinned staging buffers: a large pageable copy's
+    buffer is there for the next one, not returned for a fresh one."""
+    from modelkit import staging_buffer_sizes
+    h = numpy.ones(16 * 2**20 // 4, numpy.float32)
+    cp.asarray(h, blocking=False)           # staged: takes a buffer
+    cp.cuda.Device().synchronize()
+    assert max(staging_buffer_sizes()) >= h.nbytes
+    before = sorted(staging_buffer_sizes())
+    cp.asarray(h, blocking=False)
+    cp.cuda.Device().synchronize()
+    assert sorted(staging_buffer_sizes()) == before

@@ -15,12 +15,21 @@ from .cuda.stream import _queue_of
 class _Staging:
     """The driver's bounce buffers for copies from and to pageable memory.
 
+    Like a driver's pinned staging buffers they are kept and reused: a copy
+    takes the smallest free buffer that fits, and a buffer given back stays
+    unless the kept buffers would pass ``KEEP_BYTES``, when the smallest go
+    first, and no more than ``KEEP`` are kept. (Keeping the small ones
+    instead would make every large copy write into fresh pages, a cost no
+    GPU driver has.)
+
     Host threads (uploads) and stream workers (downloads) take and give
     buffers at once: the free list is guarded by a lock, or two threads
     could find the same buffer and one pop another's."""
 
+    KEEP, KEEP_BYTES = 4, 512 * 2**20
+
     def __init__(self):
-        self.free = []
+        self.free = []              # ascending by size
         self.lock = threading.Lock()
 
     def take(self, nbytes):
@@ -34,7 +43,10 @@ class _Staging:
         with self.lock:
             self.free.append(buf)
             self.free.sort(key=lambda b: b.nbytes)
-            del self.free[4:]
+            while len(self.free) > self.KEEP or (
+                    len(self.free) > 1 and
+                    sum(b.nbytes for b in self.free) > self.KEEP_BYTES):
+                del self.free[0]
 
 
 _staging = _Staging()
