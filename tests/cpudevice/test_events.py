@@ -138,7 +138,9 @@ def test_benchmark_gpu_times_bound_a_known_copy_both_ways():
     # any CPU: a time in milliseconds or microseconds would miss these bounds
     assert (gpu > 2e-5).all() and (gpu < 2.0).all(), gpu
     assert (cpu > 2e-5).all() and (cpu < 2.0).all(), cpu
-    # the function waits for its copy, so host and device intervals agree
-    assert (gpu <= cpu + 0.05).all() and gpu.mean() >= 0.3 * cpu.mean(), \
+    # the function waits for its copy, so the device interval lies within
+    # the host's (on the model the host's also holds the real memcpy), and
+    # it is at least the copy: no link moves 32 MiB faster than 1 TB/s
+    assert (gpu <= cpu + 0.05).all() and (gpu >= nbytes / 1e12).all(), \
         (gpu, cpu)
     assert str(r).count(" us") >= 2

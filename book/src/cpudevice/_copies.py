@@ -56,10 +56,11 @@ def _as_bytes_view(buf, like):
     return buf[:like.nbytes].view(like.dtype).reshape(like.shape)
 
 
-def _stage(nbytes, t0):
-    """The host has staged ``nbytes`` of pageable memory since ``t0``: it
-    is held at least as long as the profile says staging takes."""
-    _hardware.sleep_until(t0 + _hardware.profile.stage_cost(nbytes))
+def _stage(nbytes):
+    """The host has staged ``nbytes`` of pageable memory: it is held at
+    least as long as the profile says staging takes, and its view of the
+    device clock counts exactly that (`_clock.host_sleep`)."""
+    _hardware.host_sleep(_hardware.profile.stage_cost(nbytes))
 
 
 def _begin_copy(stream, nbytes, direction):
@@ -87,12 +88,12 @@ def _h2d(dst, src, stream=None, sync=True):
     if _pinned_range(src.ctypes.data, src.nbytes):
         return q.submit(lambda: numpy.copyto(dst, src), q.dev.h2d,
                         cost=cost)
-    t0 = _hardware.clock()
     if sync:
         # The host is held until the copy is done, so ``src`` cannot change
         # meanwhile: one real copy stands for the staging and the DMA,
         # while the device clock counts both, one after the other.
-        staged = t0 + _hardware.profile.stage_cost(src.nbytes)
+        staged = (_hardware.host_now() +
+                  _hardware.profile.stage_cost(src.nbytes))
         item = q.submit(lambda: numpy.copyto(dst, src), q.dev.h2d,
                         cost=cost, issued=staged)
         q.host_wait(item)
@@ -100,7 +101,7 @@ def _h2d(dst, src, stream=None, sync=True):
     buf = _staging.take(src.nbytes)
     stage = _as_bytes_view(buf, src)
     numpy.copyto(stage, src)
-    _stage(src.nbytes, t0)
+    _stage(src.nbytes)
 
     def copy():
         numpy.copyto(dst, stage)
@@ -126,8 +127,7 @@ def _d2h(out, src, stream=None, blocking=True):
     stage = _as_bytes_view(buf, out)
     q.host_wait(q.submit(lambda: numpy.copyto(stage, src), q.dev.d2h,
                          cost=cost))
-    t0 = _hardware.clock()
     numpy.copyto(out, stage)
     _staging.give(buf)
-    _stage(out.nbytes, t0)
+    _stage(out.nbytes)
     return out

@@ -7,6 +7,7 @@ import math
 import numpy
 
 from .cuda import runtime
+from ._hardware import api
 from .cuda.stream import _queue_of
 from ._core import _empty, _launch, _normalize_shape
 from ._ndarray import ndarray
@@ -14,10 +15,14 @@ from ._copies import _h2d
 
 
 # -- creation -----------------------------------------------------------------
+
+
+@api("call")
 def empty(shape, dtype=float, order="C"):
     return _empty(_normalize_shape(shape), dtype, order)
 
 
+@api("launch")
 def full(shape, fill_value, dtype=None, order="C"):
     shape = _normalize_shape(shape)
     if dtype is None:
@@ -27,10 +32,12 @@ def full(shape, fill_value, dtype=None, order="C"):
     return out
 
 
+@api("launch")
 def zeros(shape, dtype=float, order="C"):
     return full(shape, 0, dtype, order)
 
 
+@api("launch")
 def ones(shape, dtype=float, order="C"):
     return full(shape, 1, dtype, order)
 
@@ -40,26 +47,31 @@ def _like(a, dtype, shape):
             a.shape if shape is None else shape)
 
 
+@api("call")
 def empty_like(prototype, dtype=None, order="K", subok=None, shape=None):
     dtype, shape = _like(prototype, dtype, shape)
     return empty(shape, dtype)
 
 
+@api("launch")
 def zeros_like(a, dtype=None, order="K", subok=None, shape=None):
     dtype, shape = _like(a, dtype, shape)
     return zeros(shape, dtype)
 
 
+@api("launch")
 def ones_like(a, dtype=None, order="K", subok=None, shape=None):
     dtype, shape = _like(a, dtype, shape)
     return ones(shape, dtype)
 
 
+@api("launch")
 def full_like(a, fill_value, dtype=None, order="K", subok=None, shape=None):
     dtype, shape = _like(a, dtype, shape)
     return full(shape, fill_value, dtype)
 
 
+@api("launch")
 def arange(start, stop=None, step=1, dtype=None):
     if stop is None:
         start, stop = 0, start
@@ -73,6 +85,7 @@ def arange(start, stop=None, step=1, dtype=None):
     return out
 
 
+@api("launch")
 def linspace(start, stop, num=50, endpoint=True, retstep=False, dtype=None,
              axis=0):
     if num < 0:
@@ -90,6 +103,7 @@ def linspace(start, stop, num=50, endpoint=True, retstep=False, dtype=None,
     return out
 
 
+@api("copy")
 def array(obj, dtype=None, copy=True, order="K", subok=False, ndmin=0, *,
           blocking=False):
     if isinstance(obj, ndarray):
@@ -114,6 +128,7 @@ def array(obj, dtype=None, copy=True, order="K", subok=False, ndmin=0, *,
     return out
 
 
+@api("copy")
 def asarray(a, dtype=None, order=None, *, copy=None, blocking=False):
     """``a`` as a device array on the current device (``a`` itself if it is
     one already); from the host, a copy on the current stream."""
@@ -121,11 +136,13 @@ def asarray(a, dtype=None, order=None, *, copy=None, blocking=False):
                  blocking=blocking)
 
 
+@api("copy")
 def ascontiguousarray(a, dtype=None):
     a = asarray(a, dtype)
     return a if a.flags.c_contiguous else a.copy()
 
 
+@api("copy")
 def asnumpy(a, stream=None, order="C", out=None, *, blocking=True):
     """``a`` as a NumPy array on the host (waits for it by default)."""
     if isinstance(a, ndarray):

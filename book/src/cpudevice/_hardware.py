@@ -36,7 +36,9 @@ import threading
 import weakref
 
 from . import _profile
-from ._clock import _running, clock, globaltimer_ns, sleep_until  # noqa: F401
+from ._clock import (_running, api, clock, globaltimer_ns,  # noqa: F401
+                     host_lag, host_now, host_sleep, host_wait_until,
+                     sleep_until)
 from ._profile import (CAPACITY, DEFAULT_PROFILE, N_DEVICES,  # noqa: F401
                        Profile, _config, _parse_bytes, set_profile)
 from ._queue import (COPY, HOST, KERNEL, MARK, Capture, Item,  # noqa: F401
@@ -187,7 +189,8 @@ class DeviceState:
         busy_until = max((q.last.end for q in self.queues()
                           if q.last is not None and q.last.end is not None),
                          default=0.0)
-        sleep_until(max(clock(), busy_until) + _profile.profile.module_load_s)
+        host_wait_until(busy_until)
+        host_sleep(_profile.profile.module_load_s)
 
 
 class _PerThread:
@@ -212,7 +215,7 @@ def state(device_id):
             st = _states.get(device_id)
             if st is None:
                 st = DeviceState(device_id)
-                sleep_until(clock() + _profile.profile.context_create_s)
+                host_sleep(_profile.profile.context_create_s)
                 _states[device_id] = st
     return st
 

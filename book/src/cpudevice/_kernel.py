@@ -17,6 +17,7 @@ import numpy
 from .. import twins
 from . import _core, _ctranslate, _hardware
 from ._core import _broadcast_shape, _check_device, _empty, _launch, ndarray
+from ._hardware import api
 
 # The twins' %globaltimer reads the model's device clock.
 twins.set_globaltimer(_hardware.globaltimer_ns)
@@ -148,6 +149,7 @@ class ElementwiseKernel:
         self.loop_prep, self.after_loop = loop_prep, after_loop
         self._translated = {}
 
+    @api("launch")
     def __call__(self, *args, size=None, block_size=None, stream=None):
         if len(args) not in (self.nin, self.nargs):
             raise TypeError(f"Wrong number of arguments for {self.name!r}: "
@@ -212,6 +214,7 @@ class ReductionKernel:
         self.options = options
         self._translated = {}
 
+    @api("launch")
     def __call__(self, *args, out=None, axis=None, keepdims=False,
                  stream=None):
         if len(args) != self.nin:
@@ -259,6 +262,7 @@ class RawKernel:
         self.options = options
         self.backend = backend
 
+    @api("launch")
     def __call__(self, grid, block, args, *, shared_mem=0, stream=None):
         # CuPy's Function.__call__ declares ``tuple grid, tuple block``;
         # Cython's check gives this message
@@ -338,6 +342,7 @@ class _Fused:
         self._types[key] = res
         return res
 
+    @api("launch")
     def __call__(self, *args):
         arrays = [a for a in args if isinstance(a, ndarray)]
         if not arrays:

@@ -14,6 +14,7 @@ import operator
 import numpy
 
 from .cuda.device import Device
+from ._hardware import api
 from ._core import (_broadcast_shape, _check_device, _check_host_operand,
                     _empty, _launch, _normalize_shape, _queue_into)
 
@@ -89,15 +90,19 @@ class ndarray:
     def T(self):
         return self._view(self._a.T)
 
+    @api("call")
     def transpose(self, *axes):
         return self._view(self._a.transpose(*axes))
 
+    @api("call")
     def swapaxes(self, axis1, axis2):
         return self._view(self._a.swapaxes(axis1, axis2))
 
+    @api("call")
     def squeeze(self, axis=None):
         return self._view(self._a.squeeze(axis))
 
+    @api("call")
     def reshape(self, *shape, order="C"):
         if len(shape) == 1 and isinstance(shape[0], (tuple, list)):
             shape = shape[0]
@@ -112,18 +117,22 @@ class ndarray:
             out._a = out._a.reshape(shape, order=order)
             return out
 
+    @api("call")
     def ravel(self, order="C"):
         return self.reshape(-1, order=order)
 
+    @api("launch")
     def flatten(self, order="C"):
         out = self.copy(order=order)
         out._a = out._a.reshape(-1, order=order)
         return out
 
+    @api("call")
     def view(self, dtype=None):
         return self._view(self._a if dtype is None else self._a.view(dtype))
 
     # -- queued data operations --
+    @api("launch")
     def copy(self, order="C"):
         """A new array with the same data, copied on the current stream."""
         _check_device([self])
@@ -132,6 +141,7 @@ class ndarray:
         _launch(lambda: numpy.copyto(dst, src), src.nbytes + dst.nbytes)
         return out
 
+    @api("launch")
     def astype(self, dtype, order="K", casting=None, subok=None, copy=True):
         dtype = numpy.dtype(dtype)
         if dtype == self.dtype and not copy:
@@ -149,6 +159,7 @@ class ndarray:
             _launch(lambda: numpy.copyto(dst, src, casting="unsafe"), nbytes)
         return out
 
+    @api("launch")
     def fill(self, value):
         """Fill with a scalar; the value is converted at the call, as
         CuPy converts it (a bad value raises here, not at a later sync)."""
@@ -169,6 +180,7 @@ class ndarray:
         value = value[()]
         _launch(lambda: dst.fill(value), dst.nbytes)
 
+    @api("call")
     def __getitem__(self, key):
         k = key if isinstance(key, tuple) else (key,)
         if any(isinstance(x, (ndarray, numpy.ndarray, list)) for x in k):
@@ -176,6 +188,7 @@ class ndarray:
         v = self._a[k + (Ellipsis,)] if Ellipsis not in k else self._a[k]
         return self._view(v)
 
+    @api("launch")
     def __setitem__(self, key, value):
         _check_device([self])
         k = key if isinstance(key, tuple) else (key,)
@@ -198,6 +211,7 @@ class ndarray:
         _launch(run, 2 * dst.nbytes)
 
     # -- host access: these wait --
+    @api("copy")
     def get(self, stream=None, order="C", out=None, blocking=True):
         """Copy to a NumPy array on the host (waits unless told not to)."""
         if out is not None:
@@ -219,6 +233,7 @@ class ndarray:
         with Device(self.data.device_id):
             return _d2h(out, self._a, stream, blocking)
 
+    @api("copy")
     def set(self, arr, stream=None):
         """Copy host array ``arr`` into this array, on ``stream``."""
         if not isinstance(arr, numpy.ndarray):

@@ -63,6 +63,9 @@ class Profile:
         self.context_create_s = host["context_create_ms"] * 1e-3
         self.module_load_s = host["module_load_ms"] * 1e-3
         self.stage_bps = host["pageable_stage_gbps"] * 1e9
+        self.issue = {kind: us * 1e-6 for kind, us in
+                      host.get("issue_us", {}).items()
+                      if isinstance(us, (int, float))}
         self.launch_s = kern["launch_us"] * 1e-6
         self.memory_bps = kern["memory_gbps"] * 1e9
         self.flops = kern["flops_tflops"] * 1e12
@@ -81,7 +84,8 @@ class Profile:
 
     def scaled(self, time=1.0, copies=1.0):
         """This profile with every device cost ``time`` times as long (all
-        ratios kept) and copies ``copies`` times as fast."""
+        their ratios kept) and copies ``copies`` times as fast. The host's
+        costs to issue a call (``issue_us``) are the host's: they stay."""
         data = json.loads(json.dumps(self.data))
         host, kern, copy = data["host"], data["kernel"], data["copy"]
         host["pageable_stage_gbps"] /= time
@@ -121,6 +125,12 @@ class Profile:
             ns = max(items * own["ns_per_item"], own.get("ns_per_step", 0))
             work = max(work, steps * ns * 1e-9)
         return self.launch_s, work
+
+    def issue_s(self, kind):
+        """Host seconds CuPy takes to issue a call of ``kind`` ("launch",
+        "copy", "event", "call"): the time it costs a host thread's view of
+        the device clock (`_clock.api`)."""
+        return self.issue.get(kind, 0.0)
 
     def copy_cost(self, nbytes, direction):
         """``(latency, work)`` of a DMA copy of ``nbytes`` (``"H2D"`` or

@@ -16,7 +16,7 @@ from collections import deque
 import numpy
 
 from . import _profile
-from ._clock import _running, clock, sleep_until
+from ._clock import _running, clock, host_lag, host_now, host_wait_until
 
 # -- queues and their workers -------------------------------------------------
 _IDLE_S = 1.0          # a worker with nothing to do for this long exits
@@ -30,20 +30,22 @@ class Item:
     """One operation in a queue, and its times on the device clock."""
 
     __slots__ = ("q", "seq", "kind", "engine", "fn", "deps", "issued",
-                 "latency", "work", "real", "start", "end")
+                 "lag", "latency", "work", "real", "start", "end")
 
     def __init__(self, q, kind, engine, fn, deps, latency, work, real):
         self.q, self.kind, self.engine, self.fn = q, kind, engine, fn
         self.deps = deps
         self.latency, self.work, self.real = latency, work, real
-        self.issued = clock()
+        self.issued = host_now()        # the issuing thread's view
+        self.lag = host_lag()           # ... and how far it is behind
         self.seq = 0
         self.start = self.end = None
 
     def done(self):
-        """Really finished, and past its modelled end on the device clock."""
+        """Really finished, and past its modelled end in the calling host
+        thread's view of the device clock."""
         return (self.q.completed >= self.seq and self.end is not None
-                and self.end <= clock())
+                and self.end <= host_now())
 
 
 class Capture:
@@ -206,7 +208,7 @@ class Queue:
         device clock); else None."""
         last = self.last
         if last is None or (self.completed >= last.seq and
-                            last.end is not None and last.end <= clock()):
+                            last.end is not None and last.end <= host_now()):
             return None
         return last
 
@@ -262,9 +264,12 @@ class Queue:
 
     def host_wait(self, item, timeout=None):
         """Block the host until ``item`` (an `Item`, a sequence number, or
-        None for nothing queued yet) has really run and the device clock
-        has passed its modelled end; raise a failure of the queue's work."""
+        None for nothing queued yet) has really run and the calling thread's
+        view of the device clock has passed its modelled end (`_clock`: the
+        wait costs the view what the model says it lasts); raise a failure
+        of the queue's work."""
         self.check_not_capturing()
+        since = host_now()
         if item is None:
             seq = 0
         elif isinstance(item, Item):
@@ -278,7 +283,7 @@ class Queue:
                                f"{seq} within {timeout} s")
         self._raise_errors()
         if item is not None and item.end is not None:
-            sleep_until(item.end)
+            host_wait_until(item.end, since)
 
     def _raise_errors(self):
         if self.fatal is not None:
@@ -377,18 +382,21 @@ class Queue:
     def _run_timed(self, item, ready):
         """Run an item whose real duration is device time (a host function,
         or work that waits on the host): it ends no earlier than it really
-        did, on the device clock."""
+        did, in the view of the host thread that issued it (its real end
+        less that thread's lag, `_clock`)."""
         engine = item.engine
         t0 = clock()
         if engine is None:
             self._call(item.fn, None)
-            return max(ready + item.latency + item.work + clock() - t0,
-                       clock())
+            t1 = clock()
+            return max(ready + item.latency + item.work + t1 - t0,
+                       t1 - item.lag)
         try:
             self._call(item.fn, engine)
             t1 = clock()
             begin = ready + (item.latency if item.kind == KERNEL else 0.0)
-            end = engine.append(begin, max(item.work, t1 - t0), t1)
+            end = engine.append(begin, max(item.work, t1 - t0),
+                                t1 - item.lag)
         finally:
             self._release(item)
         return end

@@ -11,10 +11,12 @@ from numpy.lib.array_utils import normalize_axis_tuple
 from ._core import (_broadcast_shape, _check_device, _check_host_operand,
                     _check_ufunc_operand, _dtype_cache, _empty, _fusing,
                     _in_fused_body, _launch, _nbytes, _result_dtype)
+from ._hardware import api
 from ._ndarray import ndarray
 from .cuda.stream import _check_cublas_capture
 
 
+@api("launch")
 def _ufunc(uf, *args, out=None, dtype=None):
     """Queue ``uf(*args)`` elementwise; return the result array(s)."""
     arrays = []
@@ -89,6 +91,7 @@ _NO_IDENTITY = {numpy.max: ("CUPY_CUB_MAX", "cupy_max"),
                 numpy.argmin: ("CUPY_CUB_ARGMIN", "cupy_argmin")}
 
 
+@api("launch")
 def _reduce(func, a, axis=None, dtype=None, out=None, keepdims=False,
             **extra):
     """Queue ``func(a, axis=...)`` as one reduction kernel."""
@@ -237,11 +240,13 @@ def _product(func, name, a, b, out=None):
     return out
 
 
+@api("launch")
 def matmul(a, b, out=None):
     """Matrix product, queued as one kernel."""
     return _product(numpy.matmul, "matmul", a, b, out)
 
 
+@api("launch")
 def dot(a, b, out=None):
     """Dot product, queued as one kernel."""
     return _product(numpy.dot, "dot", a, b, out)

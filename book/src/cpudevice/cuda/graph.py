@@ -1,5 +1,6 @@
 """``cupy.cuda.graph.Graph``: captured work replayed with one launch."""
 from .. import _hardware
+from .._hardware import api
 from .stream import _queue_of
 
 
@@ -26,6 +27,7 @@ class Graph:
         for node in self._nodes:
             node.fn()
 
+    @api("launch")
     def launch(self, stream=None):
         """Queue one replay of the graph on ``stream`` (default: current)."""
         q = _queue_of(stream)

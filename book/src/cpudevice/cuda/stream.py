@@ -17,6 +17,7 @@ import threading
 import weakref
 
 from .. import _hardware
+from .._hardware import api
 from . import runtime
 from .device import _state
 
@@ -155,6 +156,7 @@ class _BaseStream:
                 f"match with the current device ({cur})")
         return dev
 
+    @api("call")
     def __enter__(self):
         dev = self._check_device()
         tls = _tls
@@ -163,6 +165,7 @@ class _BaseStream:
         tls.set_current(self)
         return self
 
+    @api("call")
     def __exit__(self, *args):
         tls = _tls
         dev = tls.device_ids.pop()
@@ -201,6 +204,7 @@ class _BaseStream:
                 "a blocking stream is capturing; end the capture first")
         q.host_wait(q.last)
 
+    @api("event")
     def record(self, event=None):
         """Record ``event`` (a new one by default) on this stream."""
         if event is None:
@@ -208,6 +212,7 @@ class _BaseStream:
         event.record(self)
         return event
 
+    @api("event")
     def wait_event(self, event):
         """Make later work on this stream wait until ``event`` has happened.
 
@@ -378,6 +383,7 @@ _tls = _StreamTLS()
 class Event:
     """A CUDA event: a marker in a stream, to wait on and to time with."""
 
+    @api("call")
     def __init__(self, block=False, disable_timing=False, interprocess=False):
         if interprocess and not disable_timing:
             raise ValueError("Timing must be disabled for interprocess events")
@@ -406,6 +412,7 @@ class Event:
         rec = self._rec
         return rec is None or rec[0].query(rec[1])
 
+    @api("event")
     def record(self, stream=None):
         """Mark the point in ``stream`` (default: current) reached so far:
         the device clock's time when the stream gets there. On a capturing
