@@ -1049,8 +1049,15 @@ def summarize(rows):
     agree = sum(r["verdict"] == AGREES for r in dev)
     flagged = sum(r["verdict"] == FLAGGED for r in mix)
     mixed_ok = sum(r["verdict"] == AGREES for r in mix)
+    # a reference whose lesson cell changed since the GPU ran it measured
+    # other code: a miss against it says nothing until a GPU re-measures
+    stale_misses = sorted(k for k, r in rows.items()
+                          if r["class"] == DEVICE_ONLY
+                          and r["verdict"] != AGREES
+                          and r.get("reference_state") == refs.STALE)
     return {
         "device_only": len(dev), "device_only_within_factor": agree,
+        "device_only_misses_on_stale_references": stale_misses,
         "mixed": len(mix), "mixed_agree": mixed_ok,
         "mixed_flagged": flagged,
         # issue 17's "must show": every device-only effect within the
@@ -1146,7 +1153,10 @@ def table(result):
             f"device-only within {FACTOR:g}x: "
             f"{s['device_only_within_factor']} of {s['device_only']}; "
             f"mixed flagged: {s['mixed_flagged']} of {s['mixed']}; "
-            f"must show met: {s['must_show_met']}"]
+            f"must show met: {s['must_show_met']}"
+            + (f" (misses against stale references: "
+               f"{', '.join(s['device_only_misses_on_stale_references'])})"
+               if s["device_only_misses_on_stale_references"] else "")]
     return "\n".join(out)
 
 
@@ -1218,8 +1228,13 @@ def markdown(result):
     lines += [
         "",
         f"Device-only effects within a factor of {FACTOR:g}: "
-        f"{s['device_only_within_factor']} of {s['device_only']}. Mixed "
-        f"effects pointing the GPU's way: {s['mixed_agree']} of "
+        f"{s['device_only_within_factor']} of {s['device_only']}"
+        + (f"; {len(s['device_only_misses_on_stale_references'])} of those "
+           "that miss compare against a stale reference, one the GPU "
+           "measured with code the book has since changed, and wait for a "
+           "GPU to re-measure it"
+           if s["device_only_misses_on_stale_references"] else "")
+        + f". Mixed effects pointing the GPU's way: {s['mixed_agree']} of "
         f"{s['mixed']}; flagged: {s['mixed_flagged']}.",
         "",
         f"Measured {result['date']} with `BOOK_BACKEND={result['backend']}`"

@@ -200,6 +200,18 @@ def test_must_show_needs_every_device_effect_and_few_flags(fid):
         rows([a], [a, a, a, fid.NOT_MEASURED]))["must_show_met"]
 
 
+def test_misses_against_stale_references_are_named_not_excused(fid):
+    rows = {"fresh": {"class": fid.DEVICE_ONLY, "verdict": fid.DIFFERS,
+                      "reference_state": "current"},
+            "old": {"class": fid.DEVICE_ONLY, "verdict": fid.DIFFERS,
+                    "reference_state": fid.refs.STALE},
+            "ok": {"class": fid.DEVICE_ONLY, "verdict": fid.AGREES,
+                   "reference_state": fid.refs.STALE}}
+    s = fid.summarize(rows)
+    assert s["device_only_misses_on_stale_references"] == ["old"]
+    assert not s["must_show_met"]
+
+
 def test_a_gpu_run_of_fidelity_can_be_the_reference(fid, tmp_path):
     gpu = tmp_path / "fidelity-gpu.json"
     gpu.write_text(json.dumps({"devices": ["Some GPU"], "effects": {
