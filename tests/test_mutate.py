@@ -150,6 +150,24 @@ def test_a_lesson_is_one_test_and_module_names():
     assert mutate._module_names("book/src/__init__.py") == ("src", "src")
 
 
+def test_a_split_module_is_reached_through_the_module_that_re_exports_it():
+    """`--uncovered run` runs the tests of a module's importers: for a module
+    split out of another, also those that import the one re-exporting it."""
+    assert mutate._reexporters(ROOT, "src.energy") == {"src.kernels"}
+    assert mutate._reexporters(ROOT, "src.reference.store") == {
+        "src.reference"}
+    # pipeline imports kernels' names to use them: no re-export
+    assert mutate._reexporters(ROOT, "src.kernels") == set()
+    tests = {"tests/test_kernels.py::test_x": {},
+             "tests/test_reference.py::test_y": {}}
+    assert mutate.relevant_suite(ROOT, "book/src/energy.py",
+                                 {"tests": tests}) == [
+        "tests/test_kernels.py::test_x"]
+    assert mutate.relevant_suite(ROOT, "book/src/reference/writer.py",
+                                 {"tests": tests}) == [
+        "tests/test_reference.py::test_y"]
+
+
 def test_the_real_sources_have_unique_ids():
     text = (ROOT / "book/src/timing.py").read_text(encoding="utf-8")
     ms = mutate.sites(text, "book/src/timing.py")

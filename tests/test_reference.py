@@ -75,12 +75,12 @@ def test_capture_refuses_the_cpu_model_without_the_flag(monkeypatch,
     R.refuse_model("gpu", allow_model=False)
     if src.BACKEND == "gpu":
         return                  # main(["capture"]) would run the lessons
-    monkeypatch.setattr(R, "REFERENCE_DIR", tmp_path)
+    monkeypatch.setattr(R.store, "REFERENCE_DIR", tmp_path)
 
     def never(*args, **kwargs):
         raise AssertionError("capture ran a lesson on the model")
-    monkeypatch.setattr(R, "execute", never)
-    monkeypatch.setattr(R.subprocess, "run", never)
+    monkeypatch.setattr(R.writer, "execute", never)
+    monkeypatch.setattr("subprocess.run", never)
     assert R.main(["capture"]) == 2
     assert not list(tmp_path.iterdir())
 
@@ -236,8 +236,10 @@ def test_lesson_glues_the_reference_beside_each_value(monkeypatch,
     write_nb(synthetic_lesson(), book / "99_synthetic.ipynb")
     (tmp_path / "reference" / "exclusions.json").write_text(json.dumps(
         {"99_synthetic": {"size": "chosen by the lesson"}}))
-    monkeypatch.setattr(R, "BOOK", book)
-    monkeypatch.setattr(R, "REFERENCE_DIR", tmp_path / "reference")
+    # The package reads the book's and the references' folders from
+    # src.reference.store, whichever of its modules runs.
+    monkeypatch.setattr(R.store, "BOOK", book)
+    monkeypatch.setattr(R.store, "REFERENCE_DIR", tmp_path / "reference")
     ref = R.Lesson("99_synthetic", device="gpu-x")
     ref.glue("ms", 3.25)
     ref.glue("size", 4096)
@@ -282,7 +284,7 @@ def test_the_default_reference_records_device_run_and_figures():
     for lesson, part in ref["lessons"].items():
         assert part.get("date") and part.get("commit"), lesson
         for figure in part.get("figures", []):
-            assert (R.REFERENCE_DIR / figure["file"]).is_file(), figure
+            assert (R.store.REFERENCE_DIR / figure["file"]).is_file(), figure
             assert figure["caption"], figure
 
 

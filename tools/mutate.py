@@ -47,7 +47,8 @@ files git tracks or would track), never in the working tree:
    added. A line that no process ran (no test, no lesson) cannot change
    any test's outcome: its mutant counts as survived at once, "not run by
    any test or lesson" (`--uncovered run` runs its module's test files and
-   lessons anyway, for a doubt about the map; minutes each).
+   lessons anyway, those of a module re-exporting its names too, for a
+   doubt about the map; minutes each).
 3. The mutated file is written into the copy; pytest runs the selected
    tests with `-x` (stop at the first failure) and `-p no:cacheprovider`,
    with no bytecode written, under a time limit of 3 times the tests'
@@ -513,15 +514,56 @@ def _module_names(file):
     return mod, mod.rsplit(".", 1)[-1]
 
 
+def _reexporters(root, mod):
+    """The modules of book/src that re-export names of `mod`: they import
+    them at module level and do not use them (`src.kernels` the names of
+    `src.energy` and `src.specs`, the package `src.reference` those of its
+    modules), so code that imports them reaches `mod`; and theirs, in turn.
+    """
+    modules = {}
+    for path in sorted((root / SRC).rglob("*.py")):
+        rel = path.relative_to(root).as_posix()
+        modules[_module_names(rel)[0]] = rel
+    found, todo = set(), [mod]
+    while todo:
+        target = todo.pop()
+        for name, rel in modules.items():
+            if name in found or name in (mod, "src"):
+                continue
+            tree = _tree(root, rel)
+            package = name if rel.endswith("/__init__.py") else \
+                name.rpartition(".")[0]
+            used = {n.id for n in ast.walk(tree) if isinstance(n, ast.Name)}
+            for node in tree.body:
+                if not isinstance(node, ast.ImportFrom):
+                    continue
+                base = node.module or ""
+                if node.level:
+                    parts = package.split(".")
+                    parts = parts[:len(parts) - node.level + 1]
+                    base = ".".join(parts + [base] if base else parts)
+                if base == target and any(
+                        (a.asname or a.name) not in used for a in node.names):
+                    found.add(name)
+                    todo.append(name)
+                    break
+    return found
+
+
 def relevant_suite(root, file, cmap):
-    """Every test file and lesson that imports the module (the CPU model:
-    everything, as `from src import cp` reaches it)."""
-    mod, last = _module_names(file)
+    """Every test file and lesson that imports the module, or a module that
+    re-exports its names (the CPU model: everything, as `from src import
+    cp` reaches it)."""
+    mod, _ = _module_names(file)
     if mod.startswith("src.cpudevice") or mod == "src":
         pat = re.compile(r"\bsrc\b")
     else:
-        pat = re.compile(rf"\b{re.escape(mod)}\b|from src import .*\b"
-                         rf"{re.escape(last)}\b")
+        alternatives = []
+        for name in [mod, *sorted(_reexporters(root, mod))]:
+            last = name.rsplit(".", 1)[-1]
+            alternatives.append(rf"\b{re.escape(name)}\b|from src import "
+                                rf".*\b{re.escape(last)}\b")
+        pat = re.compile("|".join(alternatives))
     files = set()
     for p in sorted((root / "tests").glob("test_*.py")) + sorted(
             (root / "book").glob("[0-9][0-9]_*.ipynb")):

@@ -3,74 +3,23 @@
 Every kernel is made from a spec holding exactly the arguments of its CuPy
 constructor (`Elementwise`, `Reduction`, `Raw`), kept in `SPECS` so that a
 lesson can show the CUDA text (`source`) and the tests can compile it with
-NVRTC. CuPy compiles a kernel on its first launch, so building them here
-needs no GPU. Each kernel's NumPy twin is registered in `src.twins` under
-the kernel's name: the CPU device model runs it in place of the CUDA code.
+NVRTC (the specs are in `src.specs`). CuPy compiles a kernel on its first
+launch, so building them here needs no GPU. Each kernel's NumPy twin is
+registered in `src.twins` under the kernel's name: the CPU device model
+runs it in place of the CUDA code. The energy reduction
+(`harmonic_energy`) lives in `src.energy`; this module imports it and the
+specs' names, so that every kernel is imported from here.
 """
 import contextvars
 from contextlib import contextmanager
-from typing import NamedTuple
 
 import numpy as np
 
 from . import cp, twins
-
-
-class Elementwise(NamedTuple):
-    """Arguments of ``cp.ElementwiseKernel``."""
-    in_params: str
-    out_params: str
-    operation: str
-    name: str
-
-
-class Reduction(NamedTuple):
-    """Arguments of ``cp.ReductionKernel``."""
-    in_params: str
-    out_params: str
-    map_expr: str
-    reduce_expr: str
-    post_map_expr: str
-    identity: str
-    name: str
-    reduce_type: str = None
-
-
-class Raw(NamedTuple):
-    """Arguments of ``cp.RawKernel``."""
-    code: str
-    name: str
-
-
-SPECS = {}
-_CLASSES = {Elementwise: cp.ElementwiseKernel,
-            Reduction: cp.ReductionKernel,
-            Raw: cp.RawKernel}
-
-
-def _build(spec):
-    """Construct the CuPy kernel for ``spec`` and keep the spec in `SPECS`."""
-    SPECS[spec.name] = spec
-    return _CLASSES[type(spec)](*spec)
-
-
-def source(kernel):
-    """The CUDA text of ``kernel`` (a kernel object or its name), to show."""
-    spec = SPECS[getattr(kernel, "name", kernel)]
-    if isinstance(spec, Raw):
-        return spec.code.strip()
-    head = (f"// {type(spec).__name__}Kernel {spec.name}"
-            f"({spec.in_params}) -> ({spec.out_params})")
-    if isinstance(spec, Elementwise):
-        return f"{head}\n{spec.operation.strip()}"
-    text = (f"{head}\n// accumulates in {spec.reduce_type or 'T'}, "
-            f"starting from {spec.identity}\n"
-            f"map:      {spec.map_expr}\n"
-            f"reduce:   {spec.reduce_expr}\n"
-            f"post_map: {spec.post_map_expr}")
-    if getattr(kernel, "stages", None):
-        text += "\n" + "\n".join(f"// {line}" for line in kernel.stages)
-    return text
+from .energy import (  # noqa: F401  (the lessons import them from here)
+    TwoStageEnergy, harmonic_energy, harmonic_energy_kernel)
+from .specs import (  # noqa: F401  (the lessons import them from here)
+    SPECS, Elementwise, Raw, Reduction, build, source)
 
 
 # --- %globaltimer stamps: when a kernel's blocks really ran ---------------
@@ -87,7 +36,7 @@ def source(kernel):
 NO_STAMPS = np.uint64(0)                    # a null pointer: no stamps
 NEVER = np.uint64(np.iinfo(np.uint64).max)  # stamps[0] before any block ran
 
-stamp_kernel = _build(Raw(r"""
+stamp_kernel = build(Raw(r"""
 extern "C" __global__ void stamp_kernel(unsigned long long* stamps,
                                         unsigned long long spin_ns)
 {
@@ -156,7 +105,7 @@ def _check_stamps(stamps):
 
 # --- NVIDIA's copy/compute overlap demo ------------------------------------
 
-overlap_kernel = _build(Raw(r'''
+overlap_kernel = build(Raw(r'''
 extern "C" __global__ void overlap_kernel(float* a, int offset, int n,
                                           unsigned long long* stamps)
 {
@@ -251,148 +200,9 @@ def _overlap_twin(grid, block, args, shared_mem=0):
         stamps[1] = max(int(stamps[1]), twins.globaltimer_ns())
 
 
-# --- the energy sum(0.5 * k * (x - mu)**2) as a fused, two-stage reduction -
-
-harmonic_energy_kernel = _build(Reduction(
-    "T x, T k, T mu", "float64 y",
-    "k * (x - mu) * (x - mu) / 2", "a + b", "y = a", "0",
-    "harmonic_energy", reduce_type="double"))
-
-
-class TwoStageEnergy:
-    """``sum(k * (x - mu)**2 / 2)`` over ``x``, in its dtype.
-
-    CuPy's `ReductionKernel` gives each *output* value one thread block, so
-    a whole-array reduction (one output) runs on a single block of one SM:
-    on an H100 that was 48 times slower than the one-liner with temporaries.
-    So the energy of a C-contiguous ``x`` is taken in two stages:
-
-    1. the kernel reduces ``x[:m*L]`` seen as ``m`` rows of ``L`` values
-       along its rows (``axis=1``): one block per row, ``m`` blocks to fill
-       the GPU (``rows_per_sm`` per multiprocessor), each row's partial sum
-       accumulated and kept in double;
-    2. ``cp.sum`` of the ``m`` partials, plus the same kernel over the tail
-       ``x[m*L:]`` (fewer than ``m`` values), in double; the total is
-       rounded once to x's dtype.
-
-    Every term is still computed in registers, so the extra memory is the
-    ``m`` partials (8 bytes each) and a few scalars, whatever the size of
-    ``x``. Arrays shorter than ``2 * min_row`` values, non-contiguous
-    arrays, and calls with ``axis`` reduce with the kernel in one stage.
-    ``out`` (an array of x's dtype with the result's shape) receives the
-    result; ``stream`` is the stream every stage runs on (default: the
-    current stream), as for any CuPy kernel.
-    """
-
-    def __init__(self, kernel, rows_per_sm=16, min_row=4096):
-        self.kernel = kernel
-        self.name = kernel.name
-        self.rows_per_sm = rows_per_sm
-        self.min_row = min_row
-        self._sms = {}
-        self.stages = [
-            "stage 1: this kernel over x as m rows (axis=1), one block per "
-            "row,",
-            "         m = a multiple of the multiprocessors: m partials in "
-            "double",
-            "stage 2: cp.sum(partials) + this kernel over the tail, rounded "
-            "once to T"]
-
-    def rows(self, x):
-        """How many rows stage 1 cuts ``x`` into (0: one stage)."""
-        if not isinstance(x, cp.ndarray) or not x.flags.c_contiguous:
-            return 0
-        device = cp.cuda.runtime.getDevice()
-        if device not in self._sms:
-            self._sms[device] = cp.cuda.runtime.getDeviceProperties(
-                device)["multiProcessorCount"]
-        rows = min(self.rows_per_sm * self._sms[device],
-                   x.size // self.min_row)
-        return rows if rows >= 2 else 0
-
-    BLOCK = 512          # threads per block of CuPy's reductions (CUDA)
-
-    def threads(self, x):
-        """Threads stage 1 launches for ``x`` (one block per row), e.g. for
-        `src.pipeline.kernels_at_once`."""
-        return self.BLOCK * max(1, self.rows(x))
-
-    def __call__(self, x, k, mu, axis=None, keepdims=False, out=None,
-                 stream=None):
-        if stream is None:
-            return self._energy(x, k, mu, axis, keepdims, out)
-        with stream:
-            return self._energy(x, k, mu, axis, keepdims, out)
-
-    def _energy(self, x, k, mu, axis, keepdims, out):
-        rows = self.rows(x) if axis is None else 0
-        if rows == 0:
-            total = self.kernel(x, k, mu, axis=axis, keepdims=keepdims)
-        else:
-            flat = x.reshape(-1)
-            length = flat.size // rows
-            body = flat[:rows * length].reshape(rows, length)
-            total = self.kernel(body, k, mu, axis=1).sum()
-            if rows * length < flat.size:
-                total += self.kernel(flat[rows * length:], k, mu)
-            if keepdims:
-                total = total.reshape((1,) * x.ndim)
-        if out is None:
-            return total.astype(x.dtype)
-        if out.shape != total.shape:
-            raise ValueError(f"Out shape is mismatched: {out.shape} != "
-                             f"{total.shape}")
-        out[...] = total
-        return out
-
-
-harmonic_energy = TwoStageEnergy(harmonic_energy_kernel)
-
-_TWIN_TERMS = 1 << 20      # terms the energy twin holds at once
-
-
-def _energy_terms(x, k, mu):
-    """The map ``k * (x - mu) * (x - mu) / 2``, in T, left to right as C."""
-    d = x - mu
-    term = k * d
-    term *= d
-    term /= x.dtype.type(2)
-    return term
-
-
-@twins.register("harmonic_energy")
-def _harmonic_energy_twin(x, k, mu, axis=None, keepdims=False):
-    """Each term in T (x's dtype), the sum and the result in float64.
-
-    The kernel accumulates in double (``reduce_type``) and writes its
-    double (``float64 y``), so that a sum over a billion float32 terms keeps
-    its digits; the twin does the same. It computes the terms a bounded
-    block at a time, as the GPU computes them in registers.
-    """
-    x = np.asarray(x)
-    t = x.dtype.type
-    k, mu = t(k), t(mu)
-    if axis is None and not keepdims:
-        flat = x.reshape(-1)
-        return np.float64(sum(
-            np.sum(_energy_terms(flat[lo:lo + _TWIN_TERMS], k, mu),
-                   dtype=np.float64)
-            for lo in range(0, flat.size, _TWIN_TERMS)))
-    if x.ndim == 2 and axis in (1, -1, (1,), (-1,)) and not keepdims:
-        out = np.empty(x.shape[0], np.float64)
-        step = max(1, _TWIN_TERMS // max(x.shape[1], 1))
-        for lo in range(0, x.shape[0], step):
-            out[lo:lo + step] = np.sum(
-                _energy_terms(x[lo:lo + step], k, mu), axis=1,
-                dtype=np.float64)
-        return out
-    return np.sum(_energy_terms(x, k, mu), axis=axis, keepdims=keepdims,
-                  dtype=np.float64)
-
-
 # --- ForiLoop: the body x + x, one launch per step or all steps fused ------
 
-double_it = _build(Elementwise("T x", "T y", "y = x + x", "double_it"))
+double_it = build(Elementwise("T x", "T y", "y = x + x", "double_it"))
 
 
 def _add_to_itself(x, out):
@@ -420,7 +230,7 @@ def _loop_kernel(name, carries):
     finish = "".join(f"{v}_n = _carry_{v};\n" for v in names)
     operation = (f"{start}for (int _step = 0; _step < n; ++_step) {{\n"
                  f"    const T {snapshot};\n{update}}}\n{finish}")
-    kernel = _build(Elementwise(
+    kernel = build(Elementwise(
         ", ".join(f"T {v}" for v in names) + ", int32 n",
         ", ".join(f"T {v}_n" for v in names), operation, name))
     twins.register(name)(_loop_twin([fn for _, _, fn in carries]))
@@ -481,7 +291,7 @@ double_n_jvp = fused_loop_jvp("double_n_jvp", "x + x", "dx + dx",
 
 # --- a bandwidth-bound reference --------------------------------------------
 
-saxpy = _build(Elementwise("float32 a, float32 x, float32 y", "float32 z",
+saxpy = build(Elementwise("float32 a, float32 x, float32 y", "float32 z",
                            "z = a * x + y", "saxpy"))
 
 

@@ -1,0 +1,89 @@
+"""A real GPU's numbers beside this run's: the book's reference runs.
+
+``book/reference/<device>.json`` holds what each lesson glued when it ran on
+a real GPU (``nvidia-h100`` by default), with the device, the software
+versions, the date and the commit of that run, the data behind the figures
+where it was captured, and the figures themselves as PNG files in
+``book/reference/<device>/``. A lesson opens a `Lesson` and glues through
+it::
+
+    ref = Lesson("01_devices")
+    glue = ref.glue
+    glue("first_ms", first_ms, display=False)
+
+which glues ``first_ms`` as `myst_nb.glue` does and, beside it,
+``first_ms_ref``: the reference GPU's value as text, so that prose can say
+"{glue:text}`first_ms:.3f` ms here, {glue:text}`first_ms_ref` ms on the
+H100". ``ref.data("sweep", size=sizes, ms=times)`` records the numbers
+behind a figure, so that the next capture on a GPU stores them.
+``ref.compare()`` shows every value the lesson glued, this run's and the
+reference's, side by side.
+
+Each reference value is in one of three states, shown wherever it appears:
+
+* **current**: the code cell that glues it is the one that ran on the GPU;
+* **stale**: that cell has changed since the GPU ran it (the value is
+  shown, marked "stale");
+* **not captured**: no GPU run has glued it yet.
+
+A few glued values are not measurements (a size the lesson chose, a figure
+quoted from a source); ``book/reference/exclusions.json`` lists them, each
+with its reason, and they get no reference.
+
+From ``book/``, ``python -m src.reference`` writes and checks references:
+
+* ``capture``: run the lessons on this machine's GPU and store what they
+  glued and drew (refused on the CPU device model unless ``--allow-model``);
+* ``import NOTEBOOKS...``: the same from lessons already executed, such as
+  those ``tools/gpu/run.sh`` leaves in ``.gpu/out/nb``;
+* ``status``: per lesson, how many values are current, stale, not captured
+  or excluded, and which;
+* ``run-info``: this machine's device and software, today's date and
+  the checkout's commit, as JSON (``tools/gpu/run.sh`` stores it beside
+  the lessons it runs, as ``run.json``, for ``import`` to read).
+
+Import every name from ``src.reference`` itself. The code lives in its
+modules ``store`` (the reference files, the lessons' glued values, the states; it
+holds `BOOK` and `REFERENCE_DIR`, which the other modules read from it when
+they run), ``lesson`` (`Lesson` and what it shows), ``machine`` (this
+machine's device, software, date and commit), ``writer`` (``capture`` and
+``import``) and ``cli`` (the commands).
+"""
+from .store import (
+    CURRENT, DEFAULT_DEVICE, EXCLUDED, EXCLUSIONS, FIGURE_DATA, GLUE_PREFIX,
+    LESSON_GLOB, NOT_CAPTURED, RAISES, REF_SUFFIX, STALE, STATES,
+    compared_keys, current_fingerprints, fingerprint, glued_outputs,
+    lesson_names, lesson_status, load, load_exclusions, parse_glued,
+    read_glued, reference_path, report, status_of, unshown_keys)
+from .lesson import (
+    FigureData, Lesson, Text, compare_table, format_value)
+from .machine import (
+    RefusedError, device_info, device_slug, git_commit, refuse_model,
+    run_info, today)
+from .writer import (
+    banner_info, build, capture, execute, execute_notebook, figures,
+    from_notebooks, import_notebooks, lesson_reference, save,
+    unexpected_errors, write)
+from .cli import main, print_status
+
+__all__ = [
+    # reading the reference and the lessons (src.reference.store)
+    "CURRENT", "STALE", "NOT_CAPTURED", "EXCLUDED", "STATES",
+    "DEFAULT_DEVICE", "EXCLUSIONS", "REF_SUFFIX", "LESSON_GLOB",
+    "GLUE_PREFIX", "RAISES", "FIGURE_DATA",
+    "fingerprint", "parse_glued", "read_glued", "glued_outputs",
+    "compared_keys", "reference_path", "load", "load_exclusions",
+    "lesson_names", "current_fingerprints", "status_of", "lesson_status",
+    "report", "unshown_keys",
+    # in a lesson (src.reference.lesson)
+    "format_value", "FigureData", "Text", "Lesson", "compare_table",
+    # this machine (src.reference.machine)
+    "device_slug", "device_info", "git_commit", "run_info", "today",
+    "RefusedError", "refuse_model",
+    # writing a reference (src.reference.writer)
+    "unexpected_errors", "banner_info", "figures", "lesson_reference",
+    "build", "from_notebooks", "write", "save", "import_notebooks",
+    "execute_notebook", "execute", "capture",
+    # the command line (src.reference.cli)
+    "print_status", "main",
+]

@@ -1,0 +1,119 @@
+"""The command line, ``python -m src.reference`` from ``book/``: capture,
+import, status and run-info (see `src.reference`)."""
+import argparse
+import json
+import sys
+from pathlib import Path
+
+from .machine import RefusedError, run_info
+from .store import (
+    DEFAULT_DEVICE, NOT_CAPTURED, STALE, STATES, _entries, _read_lesson,
+    _text, current_fingerprints, fingerprint, load, report)
+from .writer import _shown_path, capture, import_notebooks
+
+
+def print_status(device=DEFAULT_DEVICE, out=None, book=None, root=None):
+    """The ``status`` command."""
+    out = out or sys.stdout
+    reference = load(device, root)
+    info = reference.get("device", {})
+    print(f"reference {device}: {info.get('name', '?')}, captured "
+          f"{reference.get('date', 'never')}, commit "
+          f"{reference.get('commit', '-')}", file=out)
+    for lesson, states in report(device, book, root).items():
+        counts = ", ".join(f"{len(states[s])} {s}" for s in STATES)
+        print(f"{lesson:<18} {counts}", file=out)
+        for state in (STALE, NOT_CAPTURED):
+            if states[state]:
+                print(f"  {state}: {', '.join(sorted(states[state]))}",
+                      file=out)
+        part = reference.get("lessons", {}).get(lesson, {})
+        gone = sorted(set(_entries(reference, lesson))
+                      - set(current_fingerprints(lesson, book)))
+        if gone:
+            print(f"  in the reference, no longer glued: {', '.join(gone)}",
+                  file=out)
+        figs = part.get("figures", [])
+        if figs:
+            now = {fingerprint(_text(c["source"])) for c in
+                   (_read_lesson(lesson, book) or {"cells": []})["cells"]
+                   if c["cell_type"] == "code"}
+            stale = [f["file"] for f in figs if f.get("cell") not in now]
+            print(f"  figures: {len(figs) - len(stale)} current, "
+                  f"{len(stale)} stale", file=out)
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(
+        prog="python -m src.reference",
+        description="Write and check the book's reference runs "
+                    "(book/reference/<device>.json). Run from book/.")
+    sub = parser.add_subparsers(dest="command", required=True)
+    cap = sub.add_parser("capture", help="run the lessons on this GPU and "
+                         "store what they glued and drew")
+    cap.add_argument("--device", help="slug of the reference file "
+                     "(default: from the device's name, e.g. nvidia-h200)")
+    cap.add_argument("--lessons", nargs="+", metavar="LESSON",
+                     help="only these lessons (e.g. 05_streams); the "
+                     "others keep their part of the reference")
+    cap.add_argument("--allow-model", action="store_true",
+                     help="capture on the CPU device model (for trying the "
+                     "tool; a reference is a real GPU's)")
+    cap.add_argument("--allow-errors", action="store_true",
+                     help="store lessons with unexpected errors")
+    cap.add_argument("--save", metavar="DIR",
+                     help="also write the executed notebooks into DIR")
+    cap.add_argument("--timeout", type=int, default=600,
+                     help="seconds a cell may run (default 600)")
+    imp = sub.add_parser("import", help="store lessons executed elsewhere "
+                         "(e.g. ../.gpu/out/nb/*.ipynb)")
+    imp.add_argument("notebooks", nargs="+", metavar="NOTEBOOK")
+    imp.add_argument("--device", help="slug of the reference file (default: "
+                     "from the device's name in run.json or the lessons' "
+                     "banner)")
+    imp.add_argument("--commit", help="commit the lessons ran from "
+                     "(default: run.json's, else this checkout's)")
+    imp.add_argument("--date", help="date of the run (default: run.json's, "
+                     "else today)")
+    imp.add_argument("--run-info", metavar="JSON",
+                     help="the run's device, date and commit, as `run-info` "
+                     "writes them (default: run.json beside the "
+                     "notebooks, if any)")
+    imp.add_argument("--source", help="where the notebooks come from, as "
+                     "the reference records it (default: their folder)")
+    imp.add_argument("--allow-model", action="store_true",
+                     help="import lessons run on the CPU device model")
+    imp.add_argument("--allow-errors", action="store_true",
+                     help="import lessons with unexpected errors")
+    imp.add_argument("--replace", action="store_true",
+                     help="drop the lessons not given from the reference")
+    st = sub.add_parser("status", help="per lesson: current, stale, not "
+                        "captured and excluded values")
+    st.add_argument("--device", default=DEFAULT_DEVICE)
+    sub.add_parser("run-info", help="this machine's device and software, "
+                   "the date and the commit, as JSON")
+    args = parser.parse_args(argv)
+    try:
+        if args.command == "capture":
+            path = capture(args.lessons, args.device, args.allow_model,
+                           args.allow_errors, args.save, args.timeout)
+        elif args.command == "import":
+            path = import_notebooks(
+                args.notebooks, args.device, args.commit, args.date,
+                args.run_info, args.allow_model, args.allow_errors,
+                args.replace, source=args.source)
+        elif args.command == "status":
+            try:
+                print_status(args.device)
+            except BrokenPipeError:     # `... status | head`
+                sys.stderr.close()
+            return 0
+        else:
+            print(json.dumps(run_info(), indent=1, sort_keys=True))
+            return 0
+    except RefusedError as e:
+        print(f"refused: {e}", file=sys.stderr)
+        return 2
+    print(f"wrote {_shown_path(path)}")
+    print_status(Path(path).stem)
+    return 0

@@ -1,0 +1,238 @@
+"""The reference files and the lessons' glued values, and each value's state.
+
+Where the book and its references are (`BOOK`, `REFERENCE_DIR`: the rest
+of the package reads them from here when it runs, so a test points them
+elsewhere here), how a notebook's glued values are read back, and whether
+a reference value is current, stale, not captured or excluded.
+"""
+import ast
+import hashlib
+import html
+import json
+import re
+from pathlib import Path
+
+BOOK = Path(__file__).resolve().parents[2]
+REFERENCE_DIR = BOOK / "reference"
+DEFAULT_DEVICE = "nvidia-h100"
+EXCLUSIONS = REFERENCE_DIR / "exclusions.json"
+REF_SUFFIX = "_ref"
+LESSON_GLOB = "[0-9][0-9]_*.ipynb"
+GLUE_PREFIX = "application/papermill.record/"
+RAISES = "raises-exception"
+#: The type `Lesson.data` glues figure data as: JSON that notebooks may
+#: store as JSON (their schema wants ``+json`` for that).
+FIGURE_DATA = "application/vnd.book.figure-data+json"
+
+CURRENT, STALE, NOT_CAPTURED, EXCLUDED = (
+    "current", "stale", "not captured", "excluded")
+STATES = (CURRENT, STALE, NOT_CAPTURED, EXCLUDED)
+
+
+def fingerprint(source):
+    """A short hash of a cell's code, blind to blank lines and trailing
+    spaces: two cells with the same code have the same fingerprint."""
+    lines = [ln.rstrip() for ln in source.splitlines() if ln.strip()]
+    return hashlib.sha1("\n".join(lines).encode()).hexdigest()[:12]
+
+
+_NUMPY_SCALAR = re.compile(r"^np\.(?:float|int|uint|bool_?)\w*\((.*)\)$")
+
+
+def parse_glued(text):
+    """A glued value from its ``text/plain`` form: a number, string, list
+    or dict where Python can read it back (NumPy's scalars too), else the
+    text itself."""
+    match = _NUMPY_SCALAR.match(text.strip())
+    if match:
+        text = match.group(1)
+    try:
+        return ast.literal_eval(text)
+    except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
+        return text
+
+
+def _text(value):
+    return "".join(value) if isinstance(value, list) else value
+
+
+def _mime(data, kind):
+    """The ``kind`` entry of an output's data, glued or displayed."""
+    for key in (GLUE_PREFIX + kind, kind):
+        if key in data:
+            return data[key]
+    return None
+
+
+def read_glued(nb):
+    """Every value glued in the stored outputs of notebook ``nb`` (a dict,
+    as json.load reads it), as ``{key: record}`` where a record holds the
+    cell's ``index`` and ``source``, the ``value`` and its ``kind``:
+    ``"value"``, or ``"data"`` for figure data glued by `Lesson.data`
+    (as `FIGURE_DATA`)."""
+    found = {}
+    for i, cell in enumerate(nb["cells"]):
+        if cell["cell_type"] != "code":
+            continue
+        source = _text(cell["source"])
+        for out in cell.get("outputs", []):
+            name = out.get("metadata", {}).get("scrapbook", {}).get("name")
+            if name is None:
+                continue
+            data = out.get("data", {})
+            as_json = _mime(data, FIGURE_DATA)
+            markdown = _mime(data, "text/markdown")
+            plain = _mime(data, "text/plain")
+            if as_json is not None:
+                kind, value = "data", as_json
+            elif markdown is not None:          # IPython's Markdown(...)
+                kind, value = "value", _text(markdown)
+            else:
+                kind = "value"
+                value = None if plain is None else parse_glued(_text(plain))
+            found[name] = {"index": i, "source": source, "value": value,
+                           "kind": kind}
+    return found
+
+
+def glued_outputs(nb):
+    """``{key: (cell_index, cell_source, value)}`` for every value glued in
+    the stored outputs of notebook ``nb``."""
+    return {k: (r["index"], r["source"], r["value"])
+            for k, r in read_glued(nb).items()}
+
+
+def compared_keys(nb):
+    """The keys listed in the stored output of ``Lesson.compare()``."""
+    keys = set()
+    for cell in nb["cells"]:
+        for out in cell.get("outputs", []):
+            page = _text(out.get("data", {}).get("text/html", ""))
+            if 'class="reference-compare"' in page:
+                keys.update(html.unescape(k) for k in
+                            re.findall(r'data-key="([^"]*)"', page))
+    return keys
+
+
+def reference_path(device=DEFAULT_DEVICE, root=None):
+    return Path(root or REFERENCE_DIR) / f"{device}.json"
+
+
+def load(device=DEFAULT_DEVICE, root=None):
+    """The reference of ``device``; an empty one if none was captured."""
+    path = reference_path(device, root)
+    if not path.exists():
+        return {"device": {"name": device}, "lessons": {}}
+    return json.loads(path.read_text())
+
+
+def load_exclusions(root=None):
+    """``{lesson: {key: reason}}``: glued values that get no reference
+    (the book's, in ``book/reference/``, unless ``root`` says where)."""
+    path = Path(root or REFERENCE_DIR) / EXCLUSIONS.name
+    if not path.exists():
+        return {}
+    return json.loads(path.read_text())
+
+
+def lesson_names(book=None):
+    """The lessons of the book, by notebook stem, in reading order."""
+    return [p.stem for p in sorted(Path(book or BOOK).glob(LESSON_GLOB))]
+
+
+def _read_lesson(lesson, book=None):
+    path = Path(book or BOOK) / f"{lesson}.ipynb"
+    return json.loads(path.read_text()) if path.exists() else None
+
+
+def current_fingerprints(lesson, book=None):
+    """``{key: fingerprint}`` of the cells that glue each key in the lesson
+    as it is on disk now (``*_ref`` keys left out)."""
+    nb = _read_lesson(lesson, book)
+    if nb is None:
+        return {}
+    found = {k: fingerprint(r["source"]) for k, r in read_glued(nb).items()}
+    # A key glued by a cell that has not run yet: find the cell by name.
+    for cell in nb["cells"]:
+        if cell["cell_type"] == "code":
+            src = _text(cell["source"])
+            for key in _literal_keys(src):
+                found.setdefault(key, fingerprint(src))
+    return {k: v for k, v in found.items() if not k.endswith(REF_SUFFIX)}
+
+
+def _literal_keys(source):
+    """Names glued with a literal string in ``source`` (by ``glue(...)``,
+    ``ref.glue(...)`` or ``ref.data(...)``)."""
+    keys = []
+    try:
+        tree = ast.parse(source)
+    except SyntaxError:                 # IPython magics: no keys to find
+        return keys
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call) and node.args and \
+                getattr(node.func, "attr", getattr(node.func, "id", "")) \
+                in ("glue", "data") and \
+                isinstance(node.args[0], ast.Constant) and \
+                isinstance(node.args[0].value, str):
+            keys.append(node.args[0].value)
+    return keys
+
+
+def status_of(entry, now):
+    """State of a reference ``entry`` (or None) given the fingerprint of
+    the cell that glues it now (or None)."""
+    if entry is None:
+        return NOT_CAPTURED
+    if now is not None and entry.get("cell") == now:
+        return CURRENT
+    return STALE
+
+
+def _entries(reference, lesson):
+    """``{key: entry}`` of a lesson's reference: glued values and figure
+    data alike (an entry has the ``cell`` fingerprint that glued it)."""
+    part = reference.get("lessons", {}).get(lesson, {})
+    return {**part.get("data", {}), **part.get("values", {})}
+
+
+def lesson_status(lesson, device=DEFAULT_DEVICE, book=None, reference=None,
+                  exclusions=None, root=None):
+    """``{key: state}`` for every key the lesson glues now."""
+    reference = load(device, root) if reference is None else reference
+    exclusions = load_exclusions() if exclusions is None else exclusions
+    excluded = exclusions.get(lesson, {})
+    entries = _entries(reference, lesson)
+    return {key: EXCLUDED if key in excluded else
+            status_of(entries.get(key), now)
+            for key, now in current_fingerprints(lesson, book).items()}
+
+
+def report(device=DEFAULT_DEVICE, book=None, root=None):
+    """``{lesson: {state: [keys]}}`` for every lesson of the book."""
+    reference, exclusions = load(device, root), load_exclusions()
+    out = {}
+    for lesson in lesson_names(book):
+        states = {s: [] for s in STATES}
+        for key, state in lesson_status(lesson, device, book, reference,
+                                        exclusions).items():
+            states[state].append(key)
+        out[lesson] = states
+    return out
+
+
+def unshown_keys(nb, lesson, reference=None, exclusions=None):
+    """The keys notebook ``nb`` glues (``*_ref`` aside) that have no value
+    in the reference, no exclusion, and are not shown as "not captured":
+    neither glued through `Lesson.glue` (which glues ``*_ref`` beside),
+    nor listed by ``Lesson.compare()``, nor figure data of `Lesson.data`.
+    """
+    reference = load() if reference is None else reference
+    exclusions = load_exclusions() if exclusions is None else exclusions
+    glued = read_glued(nb)
+    known = set(_entries(reference, lesson)) | set(
+        exclusions.get(lesson, {})) | compared_keys(nb)
+    return sorted(k for k, rec in glued.items()
+                  if not k.endswith(REF_SUFFIX) and k not in known
+                  and k + REF_SUFFIX not in glued and rec["kind"] != "data")
+
