@@ -37,7 +37,8 @@ def best_ms(stream, issue, repeat=3):
 @pytest.mark.timeout(60)
 def test_small_launches_cost_the_device_cupys_issue_time_not_the_models():
     s = cp.cuda.Stream(non_blocking=True)
-    x = cp.zeros(8, cp.float32)
+    with s:                         # not ordered with the null stream
+        x = cp.zeros(8, cp.float32)
     n = 50
 
     def issue():
@@ -82,8 +83,8 @@ def test_events_around_a_pageable_copy_read_its_modelled_staging_and_copy():
 @pytest.mark.timeout(60)
 def test_a_host_wait_for_slow_real_work_moves_the_view_to_its_modelled_end():
     s = cp.cuda.Stream(non_blocking=True)
-    x = cp.ones(8 << 20, cp.float32)                # 32 MiB
     with s:
+        x = cp.ones(8 << 20, cp.float32)            # 32 MiB
         cp.sin(x)                                   # loaded
     s.synchronize()
 
