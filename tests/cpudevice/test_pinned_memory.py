@@ -31,16 +31,29 @@ def test_pinned_memory_and_pool():
     assert cp.cuda.pinned_memory.is_memory_pinned(d.ctypes.data)
 
 
-def test_pageable_copy_is_staged_so_the_source_can_change_at_once():
+def test_pageable_set_returns_when_its_copy_is_done():
+    # as the CUDA driver's: set() from pageable memory holds the host until
+    # the copy is done (lesson 6), so the source may change at once
+    s = cp.cuda.Stream(non_blocking=True)
+    host = numpy.ones(1000)
+    dev = cp.empty(1000)
+    dev.set(host, stream=s)
+    assert s.done
+    host[:] = 5
+    assert dev.get(stream=s).sum() == 1000
+
+
+def test_pageable_asarray_is_staged_so_the_source_can_change_at_once():
     s = cp.cuda.Stream(non_blocking=True)
     gate = Gate().hold_stream(s)
     host = numpy.ones(1000)
-    dev = cp.empty(1000)
-    dev.set(host, stream=s)      # returns once staged, before the copy runs
+    with s:
+        dev = cp.asarray(host)   # returns once staged, before the copy runs
+    assert not s.done
     host[:] = 5
     gate.open()
     s.synchronize()
-    assert dev.get().sum() == 1000
+    assert dev.get(stream=s).sum() == 1000
 
 
 def test_pinned_copy_is_asynchronous_and_reads_the_buffer_later():
