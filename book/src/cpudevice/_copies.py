@@ -51,6 +51,30 @@ class _Staging:
 
 _staging = _Staging()
 
+_PIECE = 1 << 20
+
+
+def _copy(dst, src):
+    """``numpy.copyto(dst, src)``, the real work of a host<->device copy.
+
+    A large copy between buffers whose addresses differ by other than a
+    multiple of 64 bytes (a NumPy array from ``malloc`` is 16 bytes past a
+    cache line, the model's device memory is 256-byte aligned, as
+    cudaMalloc's) is done in 1 MiB pieces: in one call, glibc's ``memcpy``
+    takes its non-temporal path for large copies, which runs several times
+    slower when source and destination are not aligned alike (66 ms against
+    16 for 256 MiB on the machine this was measured on; 33 ms in pieces).
+    It changes how long the model's real work takes, never what it does."""
+    if (dst.nbytes < 2 * _PIECE or src.shape != dst.shape
+            or src.dtype != dst.dtype or not dst.flags.c_contiguous
+            or not src.flags.c_contiguous
+            or (dst.ctypes.data - src.ctypes.data) % 64 == 0):
+        numpy.copyto(dst, src)
+        return
+    d, s = dst.reshape(-1).view(numpy.uint8), src.reshape(-1).view(numpy.uint8)
+    for i in range(0, d.size, _PIECE):
+        numpy.copyto(d[i:i + _PIECE], s[i:i + _PIECE])
+
 
 def _as_bytes_view(buf, like):
     return buf[:like.nbytes].view(like.dtype).reshape(like.shape)
@@ -86,7 +110,7 @@ def _h2d(dst, src, stream=None, sync=True):
     """
     q, cost = _begin_copy(stream, src.nbytes, "H2D")
     if _pinned_range(src.ctypes.data, src.nbytes):
-        return q.submit(lambda: numpy.copyto(dst, src), q.dev.h2d,
+        return q.submit(lambda: _copy(dst, src), q.dev.h2d,
                         cost=cost)
     if sync:
         # The host is held until the copy is done, so ``src`` cannot change
@@ -94,17 +118,17 @@ def _h2d(dst, src, stream=None, sync=True):
         # while the device clock counts both, one after the other.
         staged = (_hardware.host_now() +
                   _hardware.profile.stage_cost(src.nbytes))
-        item = q.submit(lambda: numpy.copyto(dst, src), q.dev.h2d,
+        item = q.submit(lambda: _copy(dst, src), q.dev.h2d,
                         cost=cost, issued=staged)
         q.host_wait(item)
         return item
     buf = _staging.take(src.nbytes)
     stage = _as_bytes_view(buf, src)
-    numpy.copyto(stage, src)
+    _copy(stage, src)
     _stage(src.nbytes)
 
     def copy():
-        numpy.copyto(dst, stage)
+        _copy(dst, stage)
         _staging.give(buf)
     return q.submit(copy, q.dev.h2d, cost=cost)
 
@@ -118,16 +142,16 @@ def _d2h(out, src, stream=None, blocking=True):
     """
     q, cost = _begin_copy(stream, out.nbytes, "D2H")
     if _pinned_range(out.ctypes.data, out.nbytes):
-        item = q.submit(lambda: numpy.copyto(out, src), q.dev.d2h,
+        item = q.submit(lambda: _copy(out, src), q.dev.d2h,
                         cost=cost)
         if blocking:
             q.host_wait(item)
         return out
     buf = _staging.take(out.nbytes)
     stage = _as_bytes_view(buf, out)
-    q.host_wait(q.submit(lambda: numpy.copyto(stage, src), q.dev.d2h,
+    q.host_wait(q.submit(lambda: _copy(stage, src), q.dev.d2h,
                          cost=cost))
-    numpy.copyto(out, stage)
+    _copy(out, stage)
     _staging.give(buf)
     _stage(out.nbytes)
     return out
