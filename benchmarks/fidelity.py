@@ -754,8 +754,11 @@ EFFECTS = [
            "dot(x, x).sum(): device time (events) over queueing it",
            MIXED, "queue_print", "device_s / queue_s",
            ("04_async/queue_ratio",), "queue_ratio",
-           "queueing is real Python time on the host; only the device side "
-           "is modelled"),
+           "the size: the model's 2000 x 2000 product (its largest "
+           "affordable, an eighth of the GPU's 4000 x 4000 flops) takes the "
+           "modelled H100 about as long as the model's real Python takes to "
+           "queue it, where the GPU's larger product took longer than its "
+           "queueing"),
     Effect("wait_each_over_queue_all",
            "10,000 additions: waiting after each over waiting once",
            MIXED, "wait_each", "wait_each_s / queue_all_s",
@@ -832,8 +835,10 @@ EFFECTS = [
             "06_pinned_memory/blk_pageable_b"),
            "blk_pageable_nb / blk_pageable_b",
            "the blocking call waits for the real copy into device memory, "
-           "which outlasts its modelled staging and copy; the non-blocking "
-           "one only for its staging"),
+           "a memcpy between differently aligned buffers that can outlast "
+           "its modelled staging and copy; the non-blocking one waits only "
+           "for its staging, a memcpy into an alike-aligned bounce buffer, "
+           "held to the modelled rate"),
     Effect("both_over_neither_blocked",
            "host blocked: pinned non-blocking over pageable blocking",
            MIXED, "two_by_two", "blk_pinned_nb_s / blk_pageable_b_s",
