@@ -754,11 +754,9 @@ EFFECTS = [
            "dot(x, x).sum(): device time (events) over queueing it",
            MIXED, "queue_print", "device_s / queue_s",
            ("04_async/queue_ratio",), "queue_ratio",
-           "the size: the model's 2000 x 2000 product (its largest "
-           "affordable, an eighth of the GPU's 4000 x 4000 flops) takes the "
-           "modelled H100 about as long as the model's real Python takes to "
-           "queue it, where the GPU's larger product took longer than its "
-           "queueing"),
+           "size: the model's 2000 x 2000 product (an eighth of the GPU's "
+           "flops) takes the modelled H100 about as long as the model's "
+           "Python takes to queue it"),
     Effect("wait_each_over_queue_all",
            "10,000 additions: waiting after each over waiting once",
            MIXED, "wait_each", "wait_each_s / queue_all_s",
@@ -834,11 +832,9 @@ EFFECTS = [
            ("06_pinned_memory/blk_pageable_nb",
             "06_pinned_memory/blk_pageable_b"),
            "blk_pageable_nb / blk_pageable_b",
-           "the blocking call waits for the real copy into device memory, "
-           "a memcpy between differently aligned buffers that can outlast "
-           "its modelled staging and copy; the non-blocking one waits only "
-           "for its staging, a memcpy into an alike-aligned bounce buffer, "
-           "held to the modelled rate"),
+           "the blocking call waits for the real memcpy into device memory "
+           "(differently aligned buffers), slower than its modelled staging "
+           "and copy; the non-blocking one only for its staging"),
     Effect("both_over_neither_blocked",
            "host blocked: pinned non-blocking over pageable blocking",
            MIXED, "two_by_two", "blk_pinned_nb_s / blk_pageable_b_s",
