@@ -124,3 +124,30 @@ def test_each_host_thread_has_its_own_view():
     assert hardware.host_lag() == lags["main"]
     # a view only runs behind the clock (a thread has no view ahead of it)
     assert hardware.host_now() <= hardware.clock()
+
+
+@pytest.mark.timeout(60)
+def test_a_thread_far_behind_does_not_wait_its_lag_on_anothers_work():
+    s = cp.cuda.Stream(non_blocking=True)
+    with s:
+        x = cp.ones(8 << 20, cp.float32)
+        for _ in range(5):
+            cp.sin(x)
+    s.synchronize()                 # real sines, far slower than modelled
+    lag = hardware.host_lag()
+    other = cp.cuda.Stream(non_blocking=True)
+    done = {}
+
+    def issue():                    # a thread with no lag of its own
+        with other:
+            done["y"] = cp.zeros(8, cp.float32) + 1
+    t = threading.Thread(target=issue)
+    t.start()
+    t.join(timeout=30)
+    assert not t.is_alive()
+    t0 = time.perf_counter()
+    other.synchronize()             # its work ends in *its* view
+    waited = time.perf_counter() - t0
+    assert lag > 0.02, lag
+    assert waited < lag / 2, (waited, lag)
+    assert float(done["y"][0]) == 1.0

@@ -119,16 +119,21 @@ def api(kind):
     return wrap
 
 
-def host_wait_until(end, since=None):
+def host_wait_until(end, since=None, issuer_lag=None):
     """The calling thread has waited for work that ends at ``end`` on the
     device clock (its real wait for the real work is over): sleep, without
-    spinning, until its view passes ``end``, then count the wait as the
-    model says it lasts. ``since``: the thread's view when the wait began
-    (outside an API call; default, now)."""
+    spinning, until that end has passed, then count the wait as the model
+    says it lasts. ``since``: the thread's view when the wait began
+    (outside an API call; default, now). ``issuer_lag``: the lag of the
+    thread that issued the work, when it issued it (`Item.lag`; default,
+    this thread's): ``end`` is in that thread's view, so it has passed once
+    the clock reads ``end + issuer_lag``. (Waiting until this thread's own
+    view passes it instead would hold a thread whose lag is larger, after
+    long real work, for the difference, on another thread's work.)"""
     h = _host
     if since is None:
         since = host_now()
-    sleep_until(end + h.lag)
+    sleep_until(end + (h.lag if issuer_lag is None else issuer_lag))
     if h.depth:
         if end > h.v:
             h.v = end

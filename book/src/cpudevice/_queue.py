@@ -283,7 +283,7 @@ class Queue:
                                f"{seq} within {timeout} s")
         self._raise_errors()
         if item is not None and item.end is not None:
-            host_wait_until(item.end, since)
+            host_wait_until(item.end, since, item.lag)
 
     def _raise_errors(self):
         if self.fatal is not None:
