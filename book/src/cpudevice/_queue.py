@@ -42,10 +42,10 @@ class Item:
         self.start = self.end = None
 
     def done(self):
-        """Really finished, and past its modelled end in the calling host
-        thread's view of the device clock."""
+        """Really finished, and past its modelled end (in the view of the
+        thread that issued it: when a host wait for it would return)."""
         return (self.q.completed >= self.seq and self.end is not None
-                and self.end <= host_now())
+                and self.end + self.lag <= clock())
 
 
 class Capture:
@@ -207,6 +207,8 @@ class Queue:
         """The last item, while it has not finished (really, or on the
         device clock); else None."""
         last = self.last
+        # on the device clock at the caller's view, where its next item
+        # is issued (not `done()`, the host's question)
         if last is None or (self.completed >= last.seq and
                             last.end is not None and last.end <= host_now()):
             return None
