@@ -76,6 +76,19 @@ def test_where_chooses_elementwise_and_keeps_the_dtype():
     assert cp.where(x < 1, 1.0, x).get().tolist() == [1, 1, 2, 3, 4, 5]
 
 
+def test_array_equal_and_allclose_take_cupys_parameters():
+    import inspect
+    x = cp.asarray([1.0, 2.0])
+    assert bool(cp.array_equal(x, x)) and not bool(cp.array_equal(x, x + 1))
+    assert not bool(cp.array_equal(x, cp.asarray([1.0, 2.0, 3.0])))
+    assert bool(cp.allclose(x, x + 1e-9)) and not bool(cp.allclose(x, x + 1))
+    # CuPy's signatures (cupy/_logic/comparison.py), defaults included
+    assert str(inspect.signature(cp.array_equal)) == \
+        "(a1, a2, equal_nan=False)"
+    assert str(inspect.signature(cp.allclose)) == \
+        "(a, b, rtol=1e-05, atol=1e-08, equal_nan=False)"
+
+
 def test_implicit_conversion_to_numpy_raises_type_error_as_in_cupy():
     x = cp.arange(3)
     with pytest.raises(TypeError, match="Implicit conversion to a NumPy"):
