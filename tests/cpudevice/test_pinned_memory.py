@@ -87,6 +87,24 @@ def test_get_into_pinned_out_without_blocking():
     assert float(x[5]) == 5
 
 
+def test_asnumpy_waits_for_its_copy_by_default():
+    s = cp.cuda.Stream(non_blocking=True)
+    with s:
+        dev = cp.arange(100, dtype=cp.float32)
+    gate = Gate().hold_stream(s)
+    out = cpx.empty_pinned(100, numpy.float32)
+    out[:] = -1
+    opener = threading.Timer(0.1, gate.open)
+    opener.start()
+    try:
+        r = cp.asnumpy(dev, stream=s, out=out)   # blocking=True: it waits
+        assert r is out and out.tolist() == list(range(100))
+    finally:
+        gate.open()
+        opener.join(WAIT_S)
+    s.synchronize()
+
+
 def test_empty_like_pinned_keeps_layouts_and_refuses_subok():
     f = numpy.zeros((3, 4), order="F")
     assert cpx.empty_like_pinned(f).flags.f_contiguous
