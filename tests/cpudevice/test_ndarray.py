@@ -89,6 +89,14 @@ def test_array_equal_and_allclose_take_cupys_parameters():
         "(a, b, rtol=1e-05, atol=1e-08, equal_nan=False)"
 
 
+def test_get_gives_the_layout_asked_for():
+    x = cp.asarray(numpy.arange(6.0).reshape(2, 3))
+    c, f = x.get(), x.get(order="F")
+    assert c.flags.c_contiguous and not c.flags.f_contiguous
+    assert f.flags.f_contiguous and not f.flags.c_contiguous
+    assert c.tolist() == f.tolist() == [[0, 1, 2], [3, 4, 5]]
+
+
 def test_implicit_conversion_to_numpy_raises_type_error_as_in_cupy():
     x = cp.arange(3)
     with pytest.raises(TypeError, match="Implicit conversion to a NumPy"):
