@@ -52,6 +52,16 @@ def test_seeded_random_is_reproducible():
     assert (g1.standard_normal(4).get() == g2.standard_normal(4).get()).all()
 
 
+def test_random_integers_with_one_bound_draw_from_zero_up_to_it():
+    g = cp.random.default_rng(5)
+    x = g.integers(3, size=300).get()
+    assert x.dtype == numpy.int64 and set(x.tolist()) == {0, 1, 2}
+    y = g.integers(2, 4, size=300, endpoint=True).get()
+    assert set(y.tolist()) == {2, 3, 4}
+    z = cp.random.randint(3, size=300).get()
+    assert set(z.tolist()) == {0, 1, 2}
+
+
 def test_host_errors_are_raised_at_the_call():
     with pytest.raises(ValueError, match="could not be broadcast"):
         cp.ones(3) + cp.ones(4)
