@@ -88,6 +88,18 @@ CASES = [
 ]
 
 
+def test_a_fused_function_is_named_as_in_cupy():
+    def scaled(x):
+        """Twice x."""
+        return x * 2
+
+    plain, named = cp.fuse(scaled), cp.fuse(kernel_name="twice")(scaled)
+    assert plain.__name__ == plain.name == "scaled"
+    assert plain.__doc__ == "Twice x."
+    assert named.name == "twice"            # CuPy's Fusion.name
+    assert named(cp.arange(3)).get().tolist() == [0, 2, 4]
+
+
 def test_fuse_reduces_along_an_axis():
     @cp.fuse()
     def colsum(x, y):
