@@ -505,6 +505,16 @@ def test_current_device_and_the_with_stack_are_per_thread():
     assert cp.cuda.runtime.getDevice() == 0
 
 
+def test_current_stream_is_the_current_devices_by_default():
+    with cp.cuda.Device(1):
+        s = cp.cuda.Stream(non_blocking=True)
+        with s:
+            assert cp.cuda.get_current_stream() is s
+            assert cp.cuda.get_current_stream(1) is s
+            assert cp.cuda.get_current_stream(0) is not s
+    assert cp.cuda.get_current_stream() is not s
+
+
 # -- the current stream after `with` and use() --------------------------------
 def test_leaving_a_with_block_restores_the_enclosing_blocks_stream():
     s1, s2, s3 = cp.cuda.Stream(), cp.cuda.Stream(), cp.cuda.Stream()
