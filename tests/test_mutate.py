@@ -166,6 +166,11 @@ def test_a_split_module_is_reached_through_the_module_that_re_exports_it():
     assert mutate.relevant_suite(ROOT, "book/src/reference/writer.py",
                                  {"tests": tests}) == [
         "tests/test_reference.py::test_y"]
+    # the CPU model's own test files, in tests/cpudevice/, are found too
+    tests["tests/cpudevice/test_hardware.py::test_z"] = {}
+    assert "tests/cpudevice/test_hardware.py::test_z" in \
+        mutate.relevant_suite(ROOT, "book/src/cpudevice/_profile.py",
+                              {"tests": tests})
 
 
 def test_the_real_sources_have_unique_ids():

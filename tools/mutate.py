@@ -106,7 +106,7 @@ CACHE = ".mutation"
 DEFAULT_N = 60
 NO_MUTATE = "pragma: no mutate"
 MAX_SHOWN = 20           # selected tests listed for a killed mutant
-MAP_FORMAT = 1           # change when build_map's output changes
+MAP_FORMAT = 2           # change when build_map's output changes
 
 
 # --------------------------------------------------------------- sites
@@ -574,7 +574,7 @@ def relevant_suite(root, file, cmap):
                                 rf".*\b{re.escape(last)}\b")
         pat = re.compile("|".join(alternatives))
     files = set()
-    for p in sorted((root / "tests").glob("test_*.py")) + sorted(
+    for p in sorted((root / "tests").rglob("test_*.py")) + sorted(
             (root / "book").glob("[0-9][0-9]_*.ipynb")):
         if pat.search(p.read_text(encoding="utf-8")):
             files.add(p.relative_to(root).as_posix())
