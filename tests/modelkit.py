@@ -48,6 +48,13 @@ def staging_buffer_sizes():
         return [b.nbytes for b in _staging.free]
 
 
+def fresh_staging():
+    """A new, empty set of the model's bounce buffers (``take``, ``give``,
+    ``free``), apart from the one the copies use."""
+    from src.cpudevice._copies import _Staging
+    return _Staging()
+
+
 def timeline_slots():
     """How many stamps one timeline buffer holds before it grows."""
     return timeline._SLOTS

@@ -45,3 +45,19 @@ def test_unknown_backend_name_is_rejected():
     r = run_import("tpu")
     assert r.returncode != 0
     assert "BOOK_BACKEND='tpu' is not one of auto, gpu, cpu" in r.stderr
+
+
+@pytest.mark.parametrize("nodes, lib, none", [
+    ([], None, True),
+    (["/dev/nvidia0"], None, False),
+    ([], "libcuda.so.1", False),
+    (["/dev/nvidia0"], "libcuda.so.1", False),
+])
+def test_no_nvidia_driver_means_neither_a_device_node_nor_the_library(
+        monkeypatch, nodes, lib, none):
+    from src import backend
+    monkeypatch.setattr(backend.sys, "platform", "linux")
+    monkeypatch.setattr(backend.glob, "glob", lambda pattern: list(nodes))
+    monkeypatch.setattr(backend.ctypes.util, "find_library",
+                        lambda name: lib if name == "cuda" else None)
+    assert backend.no_nvidia_driver() is none

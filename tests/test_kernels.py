@@ -329,6 +329,23 @@ def test_harmonic_energy_cuts_large_arrays_into_rows_small_ones_not():
     assert energy.threads(big[:10]) == 512
 
 
+def test_harmonic_energy_reduces_a_tail_only_when_rows_leave_one():
+    real = kernels.harmonic_energy.kernel
+    shapes = []
+
+    def counting(x, k, mu, **kw):
+        shapes.append(x.shape)
+        return real(x, k, mu, **kw)
+    counting.name = real.name
+    energy = type(kernels.harmonic_energy)(counting)
+    n = 2 * energy.min_row                      # two whole rows, no tail
+    assert float(energy(cp.ones(n, cp.float32), 2.0, 0.0)) == n
+    assert shapes == [(2, energy.min_row)]
+    shapes.clear()
+    assert float(energy(cp.ones(n + 3, cp.float32), 2.0, 0.0)) == n + 3
+    assert shapes == [(2, energy.min_row + 1), (1,)]
+
+
 @pytest.mark.timeout(60)
 def test_harmonic_energy_of_a_2d_or_strided_array_is_its_whole_energy():
     x = np.random.default_rng(1).random((64, 300), dtype=np.float32)

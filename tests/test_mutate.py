@@ -166,6 +166,11 @@ def test_a_split_module_is_reached_through_the_module_that_re_exports_it():
     assert mutate.relevant_suite(ROOT, "book/src/reference/writer.py",
                                  {"tests": tests}) == [
         "tests/test_reference.py::test_y"]
+    # the CPU model's own test files, in tests/cpudevice/, are found too
+    tests["tests/cpudevice/test_hardware.py::test_z"] = {}
+    assert "tests/cpudevice/test_hardware.py::test_z" in \
+        mutate.relevant_suite(ROOT, "book/src/cpudevice/_profile.py",
+                              {"tests": tests})
 
 
 def test_the_real_sources_have_unique_ids():
@@ -205,3 +210,24 @@ def test_import_time_lines_are_module_and_class_bodies_and_def_headers():
     run_at_import = [ln for ln in range(1, 14)
                      if mutate._import_time(tree, ln)]
     assert run_at_import == [1, 2, 3, 5, 6, 7, 9, 10, 11, 12]
+
+
+def test_a_body_run_at_import_adds_its_modules_suite():
+    """nvmlmodel's `_error_class` runs only while the module is imported
+    (it builds the NVMLError_* classes): the tests that use the classes do
+    not run its lines, so its module's test files are added."""
+    m = next(m for m in mutate.all_sites(ROOT)
+             if m.file == "book/src/nvmlmodel.py" and m.kind == "return-none"
+             and m.original == "cls")
+    tests = {"tests/test_nvml.py::test_x": {"seconds": 1.0, "passed": True},
+             "tests/test_timeline.py::test_y": {"seconds": 1.0,
+                                                "passed": True},
+             "tests/sub.py::test_z": {"seconds": 2.0, "passed": True}}
+    lines = {m.file: {str(m.line): ["tests/sub.py::test_z"]}}
+    cmap = {"tests": tests, "lines": lines}
+    assert mutate.select(ROOT, m, cmap) == (["tests/sub.py::test_z"],
+                                            "coverage")
+    cmap["at_import"] = {m.file: [m.line]}
+    assert mutate.select(ROOT, m, cmap) == (
+        ["tests/test_nvml.py::test_x", "tests/sub.py::test_z"],
+        "coverage + its module's suite (run at import)")

@@ -85,6 +85,21 @@ def test_capture_refuses_the_cpu_model_without_the_flag(monkeypatch,
     assert not list(tmp_path.iterdir())
 
 
+def test_capture_reads_the_device_in_its_own_process_then_checks_names(
+        monkeypatch, tmp_path):
+    """With --allow-model, capture asks a `run-info` process for the device
+    (its JSON on stdout), then refuses a lesson that does not exist before
+    it runs anything."""
+    monkeypatch.setattr(R.store, "REFERENCE_DIR", tmp_path)
+
+    def never(*args, **kwargs):
+        raise AssertionError("capture ran a lesson")
+    monkeypatch.setattr(R.writer, "execute", never)
+    with pytest.raises(R.RefusedError, match="^no such lesson: 99_nothing$"):
+        R.capture(["99_nothing.ipynb"], allow_model=True)
+    assert not list(tmp_path.iterdir())
+
+
 # -- a small synthetic lesson -------------------------------------------------
 def glue_output(name, data):
     return nbformat.v4.new_output(

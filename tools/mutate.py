@@ -44,11 +44,15 @@ files git tracks or would track), never in the working tree:
    attributes, default arguments, decorators) ran in the pytest process
    while it collected, in no test; for them the tests that run the lines
    using the defined name (or the function's body, for its defaults) are
-   added. A line that no process ran (no test, no lesson) cannot change
-   any test's outcome: its mutant counts as survived at once, "not run by
-   any test or lesson" (`--uncovered run` runs its module's test files and
-   lessons anyway, those of a module re-exporting its names too, for a
-   doubt about the map; minutes each).
+   added. A function's body run at import (a helper that builds module
+   constants, a profile loaded at import) may be used by any test of its
+   module without being run in it: its module's test files and lessons
+   are added (for the CPU model, the whole suite). A line that no process
+   ran (no test, no lesson) cannot change any test's outcome: its mutant
+   counts as survived at once, "not run by any test or lesson"
+   (`--uncovered run` runs its module's test files and lessons anyway,
+   those of a module re-exporting its names too, for a doubt about the
+   map; minutes each).
 3. The mutated file is written into the copy; pytest runs the selected
    tests with `-x` (stop at the first failure) and `-p no:cacheprovider`,
    with no bytecode written, under a time limit of 3 times the tests'
@@ -102,7 +106,7 @@ CACHE = ".mutation"
 DEFAULT_N = 60
 NO_MUTATE = "pragma: no mutate"
 MAX_SHOWN = 20           # selected tests listed for a killed mutant
-MAP_FORMAT = 1           # change when build_map's output changes
+MAP_FORMAT = 2           # change when build_map's output changes
 
 
 # --------------------------------------------------------------- sites
@@ -443,7 +447,9 @@ if _mutate_cov is not None:
 def build_map(copy, python, log, pytest_args=()):
     """Run the whole suite once under coverage in every process; return
     {"lines": {file: {line: [tests]}}, "tests": {test: {seconds, passed}},
-    "imported": {file: [lines]}}: lines run at import only, in no test."""
+    "imported": {file: [lines]}, "at_import": {file: [lines]}}: lines run
+    at import only, in no test; lines run (also) outside any test, while
+    the pytest process collected (imported) the modules."""
     rc = copy / ".mutation-coveragerc"
     rc.write_text(f"[run]\nsource = {copy / SRC}\nparallel = true\n"
                   f"data_file = {copy / '.coverage'}\nsigterm = true\n"
@@ -474,19 +480,22 @@ def build_map(copy, python, log, pytest_args=()):
     import coverage
     data = coverage.CoverageData(basename=str(copy / ".coverage"))
     data.read()
-    lines, imported = {}, {}
+    lines, imported, at_import = {}, {}, {}
     for path in data.measured_files():
         rel = Path(path).resolve().relative_to(copy.resolve()).as_posix()
         by_line = data.contexts_by_lineno(path)
         lines[rel] = {}
         for ln, ctxs in by_line.items():
             tests = sorted({c for c in ctxs if c})
+            if "" in ctxs:
+                at_import.setdefault(rel, []).append(ln)
             if tests:
                 lines[rel][str(ln)] = tests
             else:
                 imported.setdefault(rel, []).append(ln)
     tests = json.loads(durations.read_text()) if durations.exists() else {}
     return {"lines": lines, "tests": tests, "imported": imported,
+            "at_import": at_import,
             "suite_seconds": round(time.monotonic() - t0, 1),
             "suite_exit": r.returncode}
 
@@ -565,7 +574,7 @@ def relevant_suite(root, file, cmap):
                                 rf".*\b{re.escape(last)}\b")
         pat = re.compile("|".join(alternatives))
     files = set()
-    for p in sorted((root / "tests").glob("test_*.py")) + sorted(
+    for p in sorted((root / "tests").rglob("test_*.py")) + sorted(
             (root / "book").glob("[0-9][0-9]_*.ipynb")):
         if pat.search(p.read_text(encoding="utf-8")):
             files.add(p.relative_to(root).as_posix())
@@ -628,6 +637,15 @@ def select(root, m, cmap, uncovered="skip"):
         if users - tests:
             how = "coverage + users of an import-time line"
         tests |= users
+    elif m.line in cmap.get("at_import", {}).get(m.file, ()):
+        # a function's body that ran while the module was imported (a
+        # helper building module constants, a profile loaded at import):
+        # what it built is used by tests that need not run the line; run
+        # the module's suite (for the CPU model: everything)
+        suite = set(relevant_suite(root, m.file, cmap))
+        if suite - tests:
+            how = "coverage + its module's suite (run at import)"
+        tests |= suite
     if not tests:
         if uncovered == "run":
             tests = set(relevant_suite(root, m.file, cmap))

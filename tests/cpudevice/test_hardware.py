@@ -348,3 +348,41 @@ def test_an_operand_used_twice_is_read_once(profile):
     eps = 1e-6                      # the clock's float rounding (1 ns)
     assert (lat + work) * 1e3 - eps <= twice < (lat3 + work3) * 1e3
     assert two >= (lat3 + work3) * 1e3 - eps
+
+
+def test_the_first_launch_of_a_kernel_on_a_device_loads_its_module():
+    # CuPy loads a kernel's module at its first launch on a device: the
+    # host waits for it (module_load_ms of the profile), once per kernel
+    k = cp.ElementwiseKernel("T x", "T y", "y = x + 1",
+                             "test_first_launch_loads_module")
+    x = empty(64)
+    s = arena()
+    load_ms = hardware.profile.module_load_s * 1e3
+    assert load_ms == hardware.profile.data["host"]["module_load_ms"]
+    with s:
+        x + 1                                   # an unnamed kernel, warm
+        first = event_ms(s, lambda: k(x), repeat=1)
+        again = event_ms(s, lambda: k(x))
+        plain = event_ms(s, lambda: x + 1)
+    eps = 1e-6                      # the clock's float rounding (1 ns)
+    assert load_ms - eps <= first < load_ms + 100, (first, load_ms)
+    assert again < load_ms and plain < load_ms, (again, plain, load_ms)
+
+
+def test_an_elementwise_ufunc_with_two_outputs_writes_both(profile):
+    # NumPy's modf on a device array (__array_ufunc__, as in CuPy) reads x
+    # and writes two arrays: 3 * nbytes, like x + y
+    profile()
+    s = arena()
+    x = empty(1 << 20)
+    with s:
+        x + x                                   # loaded, warm
+        two = event_ms(s, lambda: np.modf(x))
+    lat3, work3 = hardware.profile.kernel_cost(3 * x.nbytes)
+    lat4, work4 = hardware.profile.kernel_cost(4 * x.nbytes)
+    eps = 1e-6
+    assert (lat3 + work3) * 1e3 - eps <= two < (lat4 + work4) * 1e3, two
+    frac, whole = np.modf(cp.asarray([1.5, -2.25]))
+    assert isinstance(frac, cp.ndarray) and isinstance(whole, cp.ndarray)
+    assert frac.get().tolist() == [0.5, -0.25]
+    assert whole.get().tolist() == [1.0, -2.0]

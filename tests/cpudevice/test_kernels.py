@@ -88,6 +88,18 @@ CASES = [
 ]
 
 
+def test_a_fused_function_is_named_as_in_cupy():
+    def scaled(x):
+        """Twice x."""
+        return x * 2
+
+    plain, named = cp.fuse(scaled), cp.fuse(kernel_name="twice")(scaled)
+    assert plain.__name__ == plain.name == "scaled"
+    assert plain.__doc__ == "Twice x."
+    assert named.name == "twice"            # CuPy's Fusion.name
+    assert named(cp.arange(3)).get().tolist() == [0, 2, 4]
+
+
 def test_fuse_reduces_along_an_axis():
     @cp.fuse()
     def colsum(x, y):
@@ -218,6 +230,26 @@ def test_reduction_without_identity_refuses_empty_input_at_the_call():
                        "operation ck_noid which has no identity"):
         k(cp.zeros((2, 0)))              # raised here, not at a later sync
     assert k(cp.zeros((0, 3)), axis=1).shape == (0,)
+
+
+def test_reduction_kernel_writes_into_an_out_of_the_reduced_shape():
+    k = cp.ReductionKernel("T x", "T y", "x", "a + b", "y = a", "0",
+                           "ck_sum_out")
+    x = cp.asarray(numpy.arange(12, dtype=f32).reshape(3, 4))
+    out = cp.empty(3, f32)
+    assert k(x, axis=1, out=out) is out
+    assert out.get().tolist() == [6.0, 22.0, 38.0]
+    with pytest.raises(ValueError, match="Out shape is mismatched"):
+        k(x, axis=1, out=cp.empty(4, f32))
+
+
+def test_limits_of_the_c_headers_have_their_values():
+    k = cp.ElementwiseKernel(
+        "T x", "int64 a, int64 b, int32 c, int32 d, uint32 e",
+        "a = LLONG_MAX; b = LLONG_MIN; c = INT_MAX; d = INT_MIN; "
+        "e = UINT_MAX", "ck_limits")
+    got = [int(v.get()[0]) for v in k(cp.zeros(1, f32))]
+    assert got == [2**63 - 1, -2**63, 2**31 - 1, -2**31, 2**32 - 1]
 
 
 def test_a_registered_twin_wins_over_the_translation():

@@ -41,11 +41,15 @@ def test_results_come_from_the_pool():
 def test_pool_rounds_to_512_bytes_and_caches_blocks():
     pool.free_all_blocks()
     base_used, base_total = pool.used_bytes(), pool.total_bytes()
+    base_free = pool.free_bytes()
     x = cp.empty(1000, cp.float32)
     assert pool.used_bytes() - base_used == 4096
+    assert pool.free_bytes() == base_free
     del x
     assert pool.used_bytes() == base_used
     assert pool.total_bytes() - base_total == 4096    # cached, not freed
+    assert pool.free_bytes() - base_free == 4096
+    assert pool.total_bytes() == pool.used_bytes() + pool.free_bytes()
     assert pool.n_free_blocks() >= 1
     y = cp.empty(1000, cp.float32)                    # reuses the block
     assert pool.total_bytes() - base_total == 4096

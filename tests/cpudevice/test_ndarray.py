@@ -52,6 +52,16 @@ def test_seeded_random_is_reproducible():
     assert (g1.standard_normal(4).get() == g2.standard_normal(4).get()).all()
 
 
+def test_random_integers_with_one_bound_draw_from_zero_up_to_it():
+    g = cp.random.default_rng(5)
+    x = g.integers(3, size=300).get()
+    assert x.dtype == numpy.int64 and set(x.tolist()) == {0, 1, 2}
+    y = g.integers(2, 4, size=300, endpoint=True).get()
+    assert set(y.tolist()) == {2, 3, 4}
+    z = cp.random.randint(3, size=300).get()
+    assert set(z.tolist()) == {0, 1, 2}
+
+
 def test_host_errors_are_raised_at_the_call():
     with pytest.raises(ValueError, match="could not be broadcast"):
         cp.ones(3) + cp.ones(4)
@@ -74,6 +84,27 @@ def test_where_chooses_elementwise_and_keeps_the_dtype():
     assert r.dtype == numpy.float32
     assert r.get().tolist() == [0, 0, 0, 3, 4, 5]
     assert cp.where(x < 1, 1.0, x).get().tolist() == [1, 1, 2, 3, 4, 5]
+
+
+def test_array_equal_and_allclose_take_cupys_parameters():
+    import inspect
+    x = cp.asarray([1.0, 2.0])
+    assert bool(cp.array_equal(x, x)) and not bool(cp.array_equal(x, x + 1))
+    assert not bool(cp.array_equal(x, cp.asarray([1.0, 2.0, 3.0])))
+    assert bool(cp.allclose(x, x + 1e-9)) and not bool(cp.allclose(x, x + 1))
+    # CuPy's signatures (cupy/_logic/comparison.py), defaults included
+    assert str(inspect.signature(cp.array_equal)) == \
+        "(a1, a2, equal_nan=False)"
+    assert str(inspect.signature(cp.allclose)) == \
+        "(a, b, rtol=1e-05, atol=1e-08, equal_nan=False)"
+
+
+def test_get_gives_the_layout_asked_for():
+    x = cp.asarray(numpy.arange(6.0).reshape(2, 3))
+    c, f = x.get(), x.get(order="F")
+    assert c.flags.c_contiguous and not c.flags.f_contiguous
+    assert f.flags.f_contiguous and not f.flags.c_contiguous
+    assert c.tolist() == f.tolist() == [[0, 1, 2], [3, 4, 5]]
 
 
 def test_implicit_conversion_to_numpy_raises_type_error_as_in_cupy():

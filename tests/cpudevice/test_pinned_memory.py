@@ -87,6 +87,24 @@ def test_get_into_pinned_out_without_blocking():
     assert float(x[5]) == 5
 
 
+def test_asnumpy_waits_for_its_copy_by_default():
+    s = cp.cuda.Stream(non_blocking=True)
+    with s:
+        dev = cp.arange(100, dtype=cp.float32)
+    gate = Gate().hold_stream(s)
+    out = cpx.empty_pinned(100, numpy.float32)
+    out[:] = -1
+    opener = threading.Timer(0.1, gate.open)
+    opener.start()
+    try:
+        r = cp.asnumpy(dev, stream=s, out=out)   # blocking=True: it waits
+        assert r is out and out.tolist() == list(range(100))
+    finally:
+        gate.open()
+        opener.join(WAIT_S)
+    s.synchronize()
+
+
 def test_empty_like_pinned_keeps_layouts_and_refuses_subok():
     f = numpy.zeros((3, 4), order="F")
     assert cpx.empty_like_pinned(f).flags.f_contiguous
@@ -144,6 +162,29 @@ def test_the_bounce_buffers_of_a_large_copy_are_kept_for_the_next():
     cp.asarray(h, blocking=False)
     cp.cuda.Device().synchronize()
     assert sorted(staging_buffer_sizes()) == before
+
+
+def test_the_bounce_buffers_kept_are_the_largest_that_fit_the_limits():
+    from modelkit import fresh_staging
+    mib = 2**20
+    st = fresh_staging()
+    for n in (3, 1, 5, 2, 4, 6):
+        st.give(numpy.empty(n * mib, numpy.uint8))
+    # at most KEEP (4) are kept, the smallest go first
+    assert [b.nbytes // mib for b in st.free] == [3, 4, 5, 6]
+    # a copy takes the smallest that fits, or a fresh one of 1 MiB or more
+    assert st.take(int(4.5 * mib)).nbytes == 5 * mib
+    assert st.take(7 * mib).nbytes == 7 * mib
+    assert st.take(10).nbytes == 3 * mib
+    assert [b.nbytes // mib for b in st.free] == [4, 6]
+    st = fresh_staging()
+    assert st.take(10).nbytes == mib
+    # and no more than KEEP_BYTES (512 MiB) in all, unless one alone
+    for n in (200, 200, 200):
+        st.give(numpy.empty(n * mib, numpy.uint8))
+    assert [b.nbytes // mib for b in st.free] == [200, 200]
+    st.give(numpy.empty(600 * mib, numpy.uint8))
+    assert [b.nbytes // mib for b in st.free] == [600]
 
 
 @pytest.mark.parametrize("offset", [0, 1, 4, 16, 100])

@@ -444,6 +444,29 @@ def test_device_properties_have_cupys_keys_with_h100_values():
     assert cp.cuda.runtime.getDeviceProperties(1)["pciDeviceID"] == 1
 
 
+def test_a_profile_without_properties_gets_cudas_defaults():
+    from modelkit import hardware
+    old = hardware.profile
+    hardware.set_profile({k: v for k, v in old.data.items()
+                          if k != "properties"})
+    try:
+        p = cp.cuda.runtime.getDeviceProperties(0)
+    finally:
+        hardware.set_profile(old)
+    assert set(CUPY_KEYS) <= set(p)
+    assert p["name"].startswith(b"CPU device model")
+    assert p["warpSize"] == 32 and p["maxThreadsPerBlock"] == 1024
+    assert p["computeMode"] == 0            # cudaComputeModeDefault
+    assert p["concurrentKernels"] == 1 and p["asyncEngineCount"] == 2
+    # only a host coherent with the device (NVLink-C2C) reaches managed
+    # memory directly or through its own page tables; not a PCIe host
+    assert p["directManagedMemAccessFromHost"] == 0
+    assert p["pageableMemoryAccess"] == 0
+    assert p["integrated"] == 1             # device memory is host RAM
+    assert cp.cuda.runtime.getDeviceProperties(0)["multiProcessorCount"] \
+        == old.properties["multiProcessorCount"]
+
+
 # -- the current device is per thread -----------------------------------------
 def test_device_use_returns_the_device():
     d = cp.cuda.Device(1)
@@ -480,6 +503,16 @@ def test_current_device_and_the_with_stack_are_per_thread():
     t.join(WAIT_S)
     assert t_result["dev"] == 1
     assert cp.cuda.runtime.getDevice() == 0
+
+
+def test_current_stream_is_the_current_devices_by_default():
+    with cp.cuda.Device(1):
+        s = cp.cuda.Stream(non_blocking=True)
+        with s:
+            assert cp.cuda.get_current_stream() is s
+            assert cp.cuda.get_current_stream(1) is s
+            assert cp.cuda.get_current_stream(0) is not s
+    assert cp.cuda.get_current_stream() is not s
 
 
 # -- the current stream after `with` and use() --------------------------------
