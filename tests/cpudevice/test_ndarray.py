@@ -99,6 +99,16 @@ def test_array_equal_and_allclose_take_cupys_parameters():
         "(a, b, rtol=1e-05, atol=1e-08, equal_nan=False)"
 
 
+def test_array_equal_with_equal_nan_matches_nans_in_the_same_places():
+    a = cp.asarray(numpy.array([1.0, numpy.nan]))
+    b = cp.asarray(numpy.array([1.0, numpy.nan]))
+    c = cp.asarray(numpy.array([numpy.nan, 1.0]))
+    assert not bool(cp.array_equal(a, b))               # NaN != NaN
+    assert bool(cp.array_equal(a, b, equal_nan=True))
+    assert not bool(cp.array_equal(a, c, equal_nan=True))
+    assert bool(cp.array_equal(cp.arange(3), cp.arange(3), equal_nan=True))
+
+
 def test_get_gives_the_layout_asked_for():
     x = cp.asarray(numpy.arange(6.0).reshape(2, 3))
     c, f = x.get(), x.get(order="F")

@@ -86,9 +86,14 @@ def isclose(a, b, rtol=1.e-5, atol=1.e-8, equal_nan=False):
 
 
 def array_equal(a1, a2, equal_nan=False):
+    """0-d boolean device array: same shape and elements (with
+    ``equal_nan``, NaNs in the same places count as equal, as CuPy's)."""
     if a1.shape != a2.shape:
         return zeros((), bool_)
-    return all(equal(a1, a2))
+    same = equal(a1, a2)
+    if equal_nan:
+        same = logical_or(same, logical_and(isnan(a1), isnan(a2)))
+    return all(same)
 
 
 def clip(a, a_min, a_max, out=None):
