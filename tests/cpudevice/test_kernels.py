@@ -97,6 +97,7 @@ def test_a_fused_function_is_named_as_in_cupy():
     assert plain.__name__ == plain.name == "scaled"
     assert plain.__doc__ == "Twice x."
     assert named.name == "twice"            # CuPy's Fusion.name
+    assert named.__name__ == "scaled"       # functools.update_wrapper's
     assert named(cp.arange(3)).get().tolist() == [0, 2, 4]
 
 

@@ -302,7 +302,7 @@ class _Fused:
     def __init__(self, func, name):
         self.func = func
         self.name = name or func.__name__
-        self.__name__ = self.name
+        self.__name__ = func.__name__      # as functools.update_wrapper
         self.__doc__ = func.__doc__
         self._types = {}
 
