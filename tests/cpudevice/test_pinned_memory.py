@@ -69,13 +69,20 @@ def test_pinned_copy_is_asynchronous_and_reads_the_buffer_later():
     assert dev.get().sum() == 5000
 
 
-def test_get_into_pinned_out_without_blocking():
+def held_arange_and_pinned_out():
+    """``arange(100)`` on a stream a gate holds, and a pinned ``out`` of
+    -1s: ``(stream, dev, gate, out)``."""
     s = cp.cuda.Stream(non_blocking=True)
     with s:
         dev = cp.arange(100, dtype=cp.float32)
     gate = Gate().hold_stream(s)
     out = cpx.empty_pinned(100, numpy.float32)
     out[:] = -1
+    return s, dev, gate, out
+
+
+def test_get_into_pinned_out_without_blocking():
+    s, dev, gate, out = held_arange_and_pinned_out()
     r = dev.get(stream=s, out=out, blocking=False)
     assert r is out and out[0] == -1      # not copied yet
     gate.open()
@@ -88,12 +95,7 @@ def test_get_into_pinned_out_without_blocking():
 
 
 def test_asnumpy_waits_for_its_copy_by_default():
-    s = cp.cuda.Stream(non_blocking=True)
-    with s:
-        dev = cp.arange(100, dtype=cp.float32)
-    gate = Gate().hold_stream(s)
-    out = cpx.empty_pinned(100, numpy.float32)
-    out[:] = -1
+    s, dev, gate, out = held_arange_and_pinned_out()
     opener = threading.Timer(0.1, gate.open)
     opener.start()
     try:
