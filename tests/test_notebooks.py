@@ -41,28 +41,33 @@ def test_every_lesson_checks_some_outputs():
         assert sum(map(checked, nb.cells)) >= 3, path.name
 
 
-@pytest.mark.parametrize("path", NOTEBOOKS, ids=[p.stem for p in NOTEBOOKS])
-def test_nbval_fails_when_a_checked_output_changes(path, tmp_path):
-    nb = nbformat.read(path, as_version=4)
-    first = next(i for i, c in enumerate(nb.cells)
-                 if checked(c) and any(o.output_type == "stream"
-                                       for o in c.outputs))
-    nb.cells = nb.cells[:first + 1]               # run only up to it
-    out = next(o for o in nb.cells[first].outputs
-               if o.output_type == "stream")
-    out.text = "a result this lesson never printed\n"
+def test_nbval_fails_when_a_checked_output_changes(tmp_path):
+    """Each lesson, cut after its first checked cell that prints, with that
+    print altered: nbval must fail that cell, and only it. All lessons run
+    in one pytest process (one start-up instead of one per lesson)."""
     (tmp_path / "src").symlink_to(BOOK / "src")
-    altered = tmp_path / path.name
-    nbformat.write(nb, altered)
+    last_cell = {}
+    for path in NOTEBOOKS:
+        nb = nbformat.read(path, as_version=4)
+        first = next(i for i, c in enumerate(nb.cells)
+                     if checked(c) and any(o.output_type == "stream"
+                                           for o in c.outputs))
+        nb.cells = nb.cells[:first + 1]           # run only up to it
+        out = next(o for o in nb.cells[first].outputs
+                   if o.output_type == "stream")
+        out.text = f"a result {path.stem} never printed\n"
+        nbformat.write(nb, tmp_path / path.name)
+        last_cell[path.name] = sum(c.cell_type == "code" for c in nb.cells)
     r = subproc.run(["-m", "pytest", "-q", "-p", "no:cacheprovider",
                      "--nbval-lax", "--nbval-current-env", "-c",
-                     os.devnull, str(altered)], cwd=tmp_path,
-                    timeout=300, backend="cpu")
-    assert r.returncode == 1, r.stdout[-2000:]
-    assert "a result this lesson never printed" in r.stdout
-    n_code = sum(c.cell_type == "code" for c in nb.cells)
-    assert f"Cell {n_code - 1}" in r.stdout, r.stdout[-2000:]   # nbval
-    assert r.stdout.count("FAILED") == 1    # counts code cells only
+                     os.devnull] + sorted(last_cell), cwd=tmp_path,
+                    timeout=600, backend="cpu")
+    assert r.returncode == 1, r.stdout[-3000:]
+    for name, n_code in last_cell.items():
+        assert f"a result {Path(name).stem} never printed" in r.stdout, name
+        # nbval names the failed cell: the last one, the altered print
+        assert f"{name}::Cell {n_code - 1}" in r.stdout, r.stdout[-3000:]
+    assert r.stdout.count("FAILED") == len(NOTEBOOKS)   # one per lesson
 
 
 @pytest.mark.slow
