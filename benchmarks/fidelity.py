@@ -1073,6 +1073,27 @@ def machine():
             "processor": platform.processor() or platform.machine()}
 
 
+def device_properties(index=0):
+    """The device's properties as ``getDeviceProperties`` gives them, the
+    numbers and tuples of numbers (for `calibrate.py`: a profile reports
+    them), and its name."""
+    props = cp.cuda.runtime.getDeviceProperties(index)
+    out = {}
+    for key, value in props.items():
+        if isinstance(value, bytes):
+            value = value.decode(errors="replace").rstrip("\x00")
+            if key != "name":
+                continue
+        elif isinstance(value, (tuple, list)):
+            if not all(isinstance(v, int) for v in value):
+                continue
+            value = list(value)
+        elif not isinstance(value, int):
+            continue
+        out[key] = value
+    return out
+
+
 def run(only=None, reference=DEFAULT_REFERENCE):
     """Measure the effects (all, or the keys in ``only``) and compare."""
     effects = [e for e in EFFECTS if not only or e.key in only]
@@ -1091,7 +1112,8 @@ def assemble(effects, raw, errors, info, ref_of, seconds=0.0,
     """The result object that ``--json`` writes, from measured numbers."""
     rows = evaluate_effects(effects, raw, errors, ref_of)
     return {
-        "backend": backend, "devices": device_names(), "machine": machine(),
+        "backend": backend, "devices": device_names(),
+        "device_properties": device_properties(), "machine": machine(),
         "date": datetime.datetime.now(datetime.timezone.utc).strftime(
             "%Y-%m-%d %H:%M UTC"),
         "seconds": round(seconds, 1),

@@ -3,7 +3,6 @@
 Cheap by design: the full measurement (about a minute) is not run here;
 one small effect is, end to end, and the rest works on synthetic numbers.
 """
-import importlib.util
 import json
 import math
 from pathlib import Path
@@ -11,17 +10,15 @@ from pathlib import Path
 import pytest
 import yaml
 
+import scripts
+
 ROOT = Path(__file__).resolve().parents[1]
-SCRIPT = ROOT / "benchmarks" / "fidelity.py"
 H100 = ROOT / "book" / "reference" / "nvidia-h100.json"
 
 
 @pytest.fixture(scope="module")
 def fid():
-    spec = importlib.util.spec_from_file_location("fidelity", SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return scripts.load("benchmarks/fidelity.py")
 
 
 def synthetic_raw(fid, value=1.0):

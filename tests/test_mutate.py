@@ -1,16 +1,14 @@
 """The mutation sampler's own logic (tools/mutate.py): finding sites,
 applying one, sampling reproducibly, scoring. Runs no test suite."""
 import ast
-import importlib.util
 from pathlib import Path
 
 import pytest
 
+import scripts
+
 ROOT = Path(__file__).resolve().parents[1]
-_spec = importlib.util.spec_from_file_location("mutate",
-                                               ROOT / "tools" / "mutate.py")
-mutate = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(mutate)
+mutate = scripts.load("tools/mutate.py")
 
 CODE = '''\
 """Docstring 2 is not a number."""

@@ -13,6 +13,7 @@ from pathlib import Path
 import nbformat
 import pytest
 
+import scripts
 import subproc
 import src
 from modelkit import nvidia_smi_fields
@@ -608,6 +609,28 @@ def test_gpu_lane_runs_named_steps_within_its_budget(tmp_path):
     assert out.returncode == 1, out.stdout + out.stderr
     assert log == ["tests: skipped, out of time (BUDGET_S)",
                    "fidelity: skipped, out of time (BUDGET_S)"]
+
+
+def test_gpu_rehearsal_runs_the_gpu_branches_on_the_model(tmp_path):
+    """tools/gpu/rehearse.py runs a lesson's GPU branch at the model's
+    sizes, reports the texts it glues differently, and errors outside
+    raises-exception cells (by the lesson's own cell index)."""
+    rehearse = scripts.load("tools/gpu/rehearse.py")
+    nb = nbformat.v4.new_notebook()
+    nb.cells = [nbformat.v4.new_code_cell(
+        "from myst_nb import glue\nfrom src import BACKEND, cp, pick\n"
+        "glue('where', f'{BACKEND} {pick(cpu=1, gpu=2)} '\n"
+        "     f'{type(cp.zeros(1)).__module__}', display=False)"),
+        nbformat.v4.new_code_cell("1 / 0")]
+    lesson = tmp_path / "lesson.ipynb"
+    nbformat.write(nb, str(lesson))
+    (tmp_path / "out").mkdir()
+    errors, changed = rehearse.rehearse(lesson, tmp_path / "out",
+                                        timeout=120)
+    assert errors == [(1, "ZeroDivisionError")]
+    assert changed["where"].startswith("gpu 1 src.cpudevice"), changed
+    assert "BACKEND = 'gpu'" not in (tmp_path / "out" / "lesson.ipynb"
+                                     ).read_text()
 
 
 def test_glued_text_pastes_without_quotes_even_with_an_apostrophe():

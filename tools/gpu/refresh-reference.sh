@@ -28,6 +28,8 @@ if [ -f "$OUT/fidelity-gpu.json" ]; then
   echo "copied fidelity-gpu.json to benchmarks/; compare the model with it:"
   echo "  python benchmarks/fidelity.py --reference benchmarks/fidelity-gpu.json \\"
   echo "      --json benchmarks/fidelity-cpu.json --markdown book/fidelity.md"
+  echo "and the model's profile with one solved from that run:"
+  echo "  python benchmarks/calibrate.py benchmarks/fidelity-gpu.json"
 fi
 default=$("$python" -m src.reference default)
 echo "the lessons show the reference in book/reference/default-device ($default);"

@@ -1,0 +1,96 @@
+"""Rehearse the GPU lane on the CPU device model, before spending device time.
+
+    python tools/gpu/rehearse.py [LESSON ...] [--out DIR]
+
+Executes copies of the lessons (default: all of them) on the CPU device
+model with ``src.BACKEND`` set to ``"gpu"`` and ``src.pick`` giving the
+model's sizes, so every branch a lesson takes only on a GPU (``if BACKEND
+== "gpu"``) runs and glues its words, at sizes the model can afford. The
+lessons in ``book/`` are not changed; the executed copies go to ``DIR``
+(default ``.gpu/rehearsal/``, ignored by git).
+
+It reports, for each lesson, the errors outside cells tagged
+``raises-exception`` (the exit status is 1 if there are any), and every
+glued text that reads differently from the stored run's: the GPU
+branches' words, for a reviewer to read beside the numbers. What it cannot
+rehearse: code that only real CuPy runs (NVML's library, real kernels),
+and the GPU's own numbers; the lessons' ``%globaltimer`` kernels and NVML
+run on the model's stand-ins here.
+"""
+import argparse
+import json
+import os
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+BOOK = ROOT / "book"
+
+#: The first cell of each rehearsed copy. ``src.nvml`` is chosen before
+#: BACKEND changes, so the model's stand-in serves the GPU branches.
+PATCH = ("import src\n"
+         "src.nvml\n"
+         "src.BACKEND = 'gpu'\n"
+         "src.pick = lambda cpu, gpu: cpu\n")
+
+
+def rehearse(path, out_dir, timeout=600):
+    """Execute a copy of lesson ``path`` as on a GPU, on the model; write
+    it to ``out_dir``; return ``(errors, changed)``: the unexpected errors
+    as ``[(cell index, error name)]`` (indices of the lesson, not the
+    copy) and ``{key: text}`` of glued texts that differ from the stored
+    run's."""
+    import nbformat
+    from src.reference import store, writer
+    stored = store.read_glued(json.loads(Path(path).read_text()))
+    nb = nbformat.read(str(path), as_version=4)
+    nb.cells.insert(0, nbformat.v4.new_code_cell(PATCH))
+    try:
+        writer.execute_notebook(nb, timeout=timeout)
+    finally:
+        del nb.cells[0]
+        nbformat.write(nb, str(Path(out_dir) / Path(path).name))
+    executed = json.loads(nbformat.writes(nb))
+    changed = {}
+    for key, record in store.read_glued(executed).items():
+        value, before = record["value"], stored.get(key, {}).get("value")
+        if isinstance(value, str) and value != before:
+            changed[key] = value
+    return writer.unexpected_errors(executed), changed
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(
+        description=__doc__.split("\n\n")[0].strip(),
+        formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("lessons", nargs="*", help="lesson notebooks "
+                        "(default: book/0*.ipynb)")
+    parser.add_argument("--out", default=str(ROOT / ".gpu" / "rehearsal"),
+                        help="where the executed copies go")
+    parser.add_argument("--timeout", type=int, default=600,
+                        help="seconds a cell may take")
+    args = parser.parse_args(argv)
+    os.environ["BOOK_BACKEND"] = "cpu"      # the model, even beside a GPU
+    sys.path.insert(0, str(BOOK))
+    lessons = [Path(p).resolve() for p in args.lessons] or sorted(
+        BOOK.glob("0*.ipynb"))
+    Path(args.out).mkdir(parents=True, exist_ok=True)
+    failed = False
+    for path in lessons:
+        t = time.time()
+        errors, changed = rehearse(path, args.out, args.timeout)
+        failed = failed or bool(errors)
+        print(f"{path.name}: {'errors ' + str(errors) if errors else 'ok'}"
+              f" in {time.time() - t:.0f} s")
+        for key, text in sorted(changed.items()):
+            print(textwrap.fill(f"{key}: {text}", 78,
+                                initial_indent="  ",
+                                subsequent_indent="      "))
+    print(f"executed copies in {args.out}")
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
