@@ -323,6 +323,61 @@ def energy_stream_speedup(quick):
     return [ms(1) / ms(2) for _ in range(5 if quick else 11)]
 
 
+def _event_seconds(fn, repeats):
+    """Seconds of ``fn()``'s device work by events on the current stream
+    (start, queue the work, end, wait), ``repeats`` times after a warm-up."""
+    fn()
+    sync()
+    out = []
+    for _ in range(repeats):
+        start = cp.cuda.Event()
+        end = cp.cuda.Event()
+        start.record()
+        fn()
+        end.record()
+        end.synchronize()
+        out.append(cp.cuda.get_elapsed_time(start, end) * 1e-3)
+    return out
+
+
+def _energy_input(quick):
+    n = (1 << 20) if quick else pick(cpu=1 << 22, gpu=1 << 28)
+    return cp.random.default_rng(0).random(n, dtype=cp.float32)
+
+
+@figure("energy_kernel_vs_one_liner", "x", ">= 1")
+def energy_kernel_vs_one_liner(quick):
+    """The book's `harmonic_energy` against the one-liner with temporaries,
+    ``cp.sum(0.5 * (y - 0.5) ** 2)``: the one-liner's device time over the
+    kernel's (events), on 2**28 float32 on a GPU (2**22 on the model)."""
+    from src.kernels import harmonic_energy
+    y = _energy_input(quick)
+    repeats = 5 if quick else 11
+    kernel = _event_seconds(lambda: harmonic_energy(y, 1.0, 0.5), repeats)
+    one_liner = _event_seconds(lambda: cp.sum(0.5 * (y - 0.5) ** 2),
+                               repeats)
+    return [o / k for o, k in zip(one_liner, kernel)]
+
+
+@figure("energy_kernel_copy_fraction", "x", ">= 0.8 (GPU)")
+def energy_kernel_copy_fraction(quick):
+    """How close `harmonic_energy` comes to the memory's limit: the rate it
+    reads ``y`` at, over the rate a device-to-device copy of ``y`` moves
+    bytes (reading and writing them), both by events; 1.0 = as fast as
+    the memory system allows."""
+    from src.kernels import harmonic_energy
+    y = _energy_input(quick)
+    z = cp.empty_like(y)
+    repeats = 5 if quick else 11
+    kernel = _event_seconds(lambda: harmonic_energy(y, 1.0, 0.5), repeats)
+
+    def copy_y():
+        z[...] = y
+    copy = _event_seconds(copy_y, repeats)
+    return [(y.nbytes / k) / (2 * y.nbytes / c)
+            for k, c in zip(kernel, copy)]
+
+
 ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..")
 
 

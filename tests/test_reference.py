@@ -12,6 +12,7 @@ from pathlib import Path
 
 import nbformat
 import pytest
+import yaml
 
 import scripts
 import subproc
@@ -590,6 +591,9 @@ def test_gpu_lane_scripts_parse():
     ignored = (BOOK.parent / ".gitignore").read_text().split()
     assert "/.gpu/" in ignored, ".gpu/ (the lane's wheels and output) " \
         "must stay out of git"
+    config = yaml.safe_load((BOOK.parent / "_config.yml").read_text())
+    assert ".gpu" in config["exclude_patterns"], "the lessons a GPU run or " \
+        "a rehearsal leaves in .gpu/ must stay out of the book's build"
 
 
 def test_gpu_lane_runs_named_steps_within_its_budget(tmp_path):
