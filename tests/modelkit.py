@@ -77,6 +77,15 @@ def nvidia_smi_fields(index=0):
     return _nvidia_smi(index)
 
 
+def model_profile():
+    """``(path, data)`` of the CPU device model's profile, as a fresh
+    process reads it (``BOOK_CPU_PROFILE`` or the default), and the
+    default's path."""
+    from src.cpudevice._profile import DEFAULT_PROFILE, Profile
+    profile = Profile.load()
+    return profile.path, profile.data, DEFAULT_PROFILE
+
+
 _gates = {}
 
 

@@ -17,7 +17,7 @@ import yaml
 import scripts
 import subproc
 import src
-from modelkit import nvidia_smi_fields
+from modelkit import model_profile, nvidia_smi_fields
 from src import reference as R
 
 BOOK = Path(__file__).resolve().parents[1] / "book"
@@ -462,10 +462,20 @@ def _words(*phrases):
 #: ("NVIDIA H100") or {glue:text}`ref_gpu_short` ("H100"), which
 #: `Lesson.glue_device` glues from the reference's device.
 H100_FACTS = re.compile(_words(
-    "H100 profile", "profile's H100", "H100 of its profile", "H100 SXM",
-    "Hopper GPUs such as the H100",
-    "H100 that the CPU device model's profile was measured on")
+    "H100 SXM", "Hopper GPUs such as the H100", "H100 the book first ran on")
     + r"|\b[Aa]n\s+H100\b")
+
+
+def profile_phrases(names):
+    """How prose names the CPU device model's profile by a GPU's name:
+    "H100 profile", "profile's H100", "H100 of its profile"."""
+    alternatives = "|".join(map(re.escape, names))
+    return re.compile(rf"\b(?:{alternatives})\s+(?:of\s+its\s+)?profile\b"
+                      rf"|profile's\s+(?:{alternatives})\b")
+
+
+def model_profile_name():
+    return model_profile()[1]["name"]
 
 
 def named_by_hand(text, names=("H100",)):
@@ -477,9 +487,9 @@ def named_by_hand(text, names=("H100",)):
 
 
 def test_named_by_hand_finds_the_reference_named_by_hand():
-    assert named_by_hand("its H100 profile; 132 on an H100 SXM") == []
-    assert named_by_hand("The H100 that the CPU device\nmodel's profile "
-                         "was measured on") == []
+    assert named_by_hand("132 on an H100 SXM") == []
+    assert named_by_hand("The H100 the book first\nran on") == []
+    assert named_by_hand("its H100 profile") == ["its H100 profile"]
     assert named_by_hand("(H100 reference: 3)") == ["(H100 reference: 3)"]
     assert named_by_hand("| | this run | NVIDIA H100 |") == [
         "| | this run | NVIDIA H100 |"]
@@ -499,16 +509,65 @@ def test_prose_names_the_reference_gpu_through_glue(lesson):
     found = [(f"markdown cell {c.get('id')}", hit)
              for c in nb["cells"] if c["cell_type"] == "markdown"
              for hit in named_by_hand("".join(c["source"]), names)]
+    # Words computed in code may name the model's profile from the profile
+    # itself (`Lesson.glue_profile`); code that writes it by hand is
+    # caught by the next test.
+    by_profile = profile_phrases([model_profile_name()])
     found += [(f"glued {k}", hit) for k, rec in R.read_glued(nb).items()
               if isinstance(rec["value"], str) and
-              not k.endswith(R.REF_SUFFIX) and k not in R.DEVICE_KEYS
-              for hit in named_by_hand(rec["value"], names)]
+              not k.endswith(R.REF_SUFFIX) and k not in R.UNMEASURED_KEYS
+              for hit in named_by_hand(by_profile.sub("", rec["value"]),
+                                       names)]
     assert not found, (
         f"{lesson} names the reference GPU by hand: {found}. Write "
         "{glue:text}`ref_gpu` (or `ref_gpu_short`), and glue words about "
         "the reference's outcome computed from `ref.reference(key)` "
         "(`ref.glue_ref`); a fact about H100s that stays true whatever "
         "the reference goes in H100_FACTS")
+
+
+def test_prose_names_the_models_profile_through_glue(lesson):
+    """No sentence and no string in code names the CPU device model's
+    profile by its GPU ("its H100 profile"): prose glues
+    {glue:text}`profile_gpu` and {glue:text}`profile_device`, code reads
+    the profile `Lesson.glue_profile` returns, so that another profile
+    (``BOOK_CPU_PROFILE``, a new default) leaves no sentence false."""
+    nb = read(BOOK / f"{lesson}.ipynb")
+    phrases = profile_phrases(sorted({"H100", model_profile_name()}))
+    found = [(f"{c['cell_type']} cell {c.get('id')}", m.group(0))
+             for c in nb["cells"]
+             for m in phrases.finditer("".join(c["source"]))]
+    assert not found, f"{lesson} names the model's profile by hand: {found}"
+
+
+def test_profile_phrases_find_the_profile_named_by_hand():
+    phrases = profile_phrases(["H100", "H200"])
+    text = ("its H100 profile; the profile's H200 would; the H100 of its\n"
+            "profile; a profile of the NVIDIA H100; its {glue:text}"
+            "`profile_gpu` profile")
+    assert [m.group(0) for m in phrases.finditer(text)] == [
+        "H100 profile", "profile's H200", "H100 of its\nprofile"]
+
+
+def test_glue_profile_glues_the_models_profile(monkeypatch, tmp_path):
+    """What prose says about the model follows its profile: another
+    profile (``BOOK_CPU_PROFILE``) glues another name and other costs,
+    none of them with a ``*_ref``."""
+    data = json.loads(Path(model_profile()[2]).read_text())
+    data.update(name="H200", device="NVIDIA H200")
+    data["host"]["context_create_ms"] = 150.0
+    path = tmp_path / "h200.json"
+    path.write_text(json.dumps(data))
+    monkeypatch.setenv("BOOK_CPU_PROFILE", str(path))
+    glued = {}
+    monkeypatch.setattr("myst_nb.glue", lambda name, value, display=True:
+                        glued.__setitem__(name, value))
+    values = R.Lesson("99_not_a_lesson").glue_profile()
+    assert glued == values and set(glued) == set(R.PROFILE_KEYS)
+    assert (str(glued["profile_gpu"]), str(glued["profile_device"])) == (
+        "H200", "NVIDIA H200")
+    assert glued["profile_context_ms"] == 150.0
+    assert glued["profile_h2d_gbps"] == data["copy"]["h2d_pinned_gbps"]
 
 
 def test_glue_ref_glues_words_about_the_reference(monkeypatch):

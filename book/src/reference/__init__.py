@@ -16,7 +16,10 @@ which glues ``first_ms`` as `myst_nb.glue` does and, beside it,
 glues the reference GPU's name (``ref_gpu``, "NVIDIA H100"; ``ref_gpu_short``,
 "H100"), so that prose can say "{glue:text}`first_ms:.3f` ms here,
 {glue:text}`first_ms_ref` ms on the {glue:text}`ref_gpu_short`" and stays
-true whichever GPU's run is the reference. Words about the reference's
+true whichever GPU's run is the reference. ``ref.glue_profile()`` does the
+same for the CPU device model's profile (``profile_gpu``, "H100";
+``profile_device``; the costs prose quotes), so that "its
+{glue:text}`profile_gpu` profile" follows ``BOOK_CPU_PROFILE``. Words about the reference's
 outcome ("on the H100 the two clocks are close") are computed from its
 values, ``ref.reference("add_cpu_us")``, and glued with
 ``ref.glue_ref("clocks_words_ref", words)``; the tests fail on a lesson
@@ -66,6 +69,7 @@ machine's device, software, date and commit), ``writer`` (``capture`` and
 """
 from .store import (
     CURRENT, DEFAULT_DEVICE, DEFAULT_FILE, DEVICE_KEYS, EXCLUDED, EXCLUSIONS,
+    PROFILE_KEYS, UNMEASURED_KEYS,
     FALLBACK_DEVICE, FIGURE_DATA, GLUE_PREFIX, LESSON_GLOB, NOT_CAPTURED,
     RAISES, REF_SUFFIX, STALE, STATES, compared_keys, current_fingerprints,
     default_device, fingerprint, glued_outputs, lesson_names, lesson_status,
@@ -86,6 +90,7 @@ __all__ = [
     # reading the reference and the lessons (src.reference.store)
     "CURRENT", "STALE", "NOT_CAPTURED", "EXCLUDED", "STATES",
     "DEFAULT_DEVICE", "DEFAULT_FILE", "FALLBACK_DEVICE", "DEVICE_KEYS",
+    "PROFILE_KEYS", "UNMEASURED_KEYS",
     "EXCLUSIONS", "REF_SUFFIX", "LESSON_GLOB", "GLUE_PREFIX", "RAISES",
     "FIGURE_DATA", "default_device", "set_default_device",
     "fingerprint", "parse_glued", "read_glued", "glued_outputs",

@@ -9,9 +9,9 @@ import numbers
 import re
 
 from .store import (
-    CURRENT, DEVICE_KEYS, EXCLUDED, FIGURE_DATA, NOT_CAPTURED, REF_SUFFIX,
-    _entries, current_fingerprints, default_device, load, load_exclusions,
-    status_of)
+    CURRENT, DEVICE_KEYS, EXCLUDED, FIGURE_DATA, NOT_CAPTURED, PROFILE_KEYS,
+    REF_SUFFIX, _entries, current_fingerprints, default_device, load,
+    load_exclusions, status_of)
 
 
 def format_value(value):
@@ -134,6 +134,28 @@ class Lesson:
         for key, text in zip(DEVICE_KEYS, (full, short)):
             glue(key, Text(text), display=False)
         return full
+
+    def glue_profile(self):
+        """Glue the CPU device model's profile for prose (`PROFILE_KEYS`),
+        so that no sentence about the model names its GPU or quotes its
+        costs by hand: ``profile_gpu`` ("H100": "its {profile_gpu}
+        profile"), ``profile_device`` ("NVIDIA H100": what the profile was
+        measured on), ``profile_context_ms``, ``profile_stage_gbps`` and
+        ``profile_h2d_gbps``. The profile is the model's on either backend
+        (``BOOK_CPU_PROFILE`` or the default); not measurements: no
+        ``*_ref``. Returns the glued values."""
+        from myst_nb import glue
+        from ..cpudevice._profile import Profile
+        data = Profile.load().data
+        values = dict(zip(PROFILE_KEYS, (
+            Text(data["name"]), Text(short_name(data.get("device",
+                                                          data["name"]))),
+            float(data["host"]["context_create_ms"]),
+            float(data["host"]["pageable_stage_gbps"]),
+            float(data["copy"]["h2d_pinned_gbps"]))))
+        for key, value in values.items():
+            glue(key, value, display=False)
+        return values
 
     def glue_ref(self, name, text):
         """Glue ``text``, words about the reference run that the lesson

@@ -25,6 +25,13 @@ REF_SUFFIX = "_ref"
 #: Keys `Lesson.glue_device` glues: the reference device's name for prose,
 #: not a measurement (they get no ``*_ref`` and no reference value).
 DEVICE_KEYS = ("ref_gpu", "ref_gpu_short")
+#: Keys `Lesson.glue_profile` glues: the CPU device model's profile (its
+#: GPU's name and the costs prose quotes), configuration, not measurements.
+PROFILE_KEYS = ("profile_gpu", "profile_device", "profile_context_ms",
+                "profile_stage_gbps", "profile_h2d_gbps")
+#: Glued keys that are no measurement of the run: never captured, no
+#: ``*_ref``, no reference value needed.
+UNMEASURED_KEYS = DEVICE_KEYS + PROFILE_KEYS
 LESSON_GLOB = "[0-9][0-9]_*.ipynb"
 GLUE_PREFIX = "application/papermill.record/"
 RAISES = "raises-exception"
@@ -198,7 +205,7 @@ def current_fingerprints(lesson, book=None):
             for key in _literal_keys(src):
                 found.setdefault(key, fingerprint(src))
     return {k: v for k, v in found.items()
-            if not k.endswith(REF_SUFFIX) and k not in DEVICE_KEYS}
+            if not k.endswith(REF_SUFFIX) and k not in UNMEASURED_KEYS}
 
 
 def _literal_keys(source):
@@ -262,8 +269,8 @@ def report(device=None, book=None, root=None):
 
 
 def unshown_keys(nb, lesson, reference=None, exclusions=None):
-    """The keys notebook ``nb`` glues (``*_ref`` and `DEVICE_KEYS` aside:
-    the reference device's name) that have no value
+    """The keys notebook ``nb`` glues (``*_ref`` and `UNMEASURED_KEYS`
+    aside: the reference device's and the model profile's names) that have no value
     in the reference, no exclusion, and are not shown as "not captured":
     neither glued through `Lesson.glue` (which glues ``*_ref`` beside),
     nor listed by ``Lesson.compare()``, nor figure data of `Lesson.data`.
@@ -275,6 +282,6 @@ def unshown_keys(nb, lesson, reference=None, exclusions=None):
         exclusions.get(lesson, {})) | compared_keys(nb)
     return sorted(k for k, rec in glued.items()
                   if not k.endswith(REF_SUFFIX) and k not in known
-                  and k not in DEVICE_KEYS
+                  and k not in UNMEASURED_KEYS
                   and k + REF_SUFFIX not in glued and rec["kind"] != "data")
 

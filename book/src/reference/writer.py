@@ -16,7 +16,7 @@ from . import store
 from .machine import (
     RefusedError, device_slug, git_commit, refuse_model, today)
 from .store import (
-    DEVICE_KEYS, RAISES, REF_SUFFIX, _text, fingerprint, lesson_names,
+    RAISES, REF_SUFFIX, UNMEASURED_KEYS, _text, fingerprint, lesson_names,
     read_glued, reference_path)
 
 
@@ -79,7 +79,7 @@ def lesson_reference(nb, lesson, slug, figure_dir=None):
     (``book/reference/<slug>/``) when given."""
     values, data = {}, {}
     for key, rec in read_glued(nb).items():
-        if key.endswith(REF_SUFFIX) or key in DEVICE_KEYS:
+        if key.endswith(REF_SUFFIX) or key in UNMEASURED_KEYS:
             continue
         cell = fingerprint(rec["source"])
         if rec["kind"] == "data":
