@@ -61,3 +61,35 @@ def test_no_nvidia_driver_means_neither_a_device_node_nor_the_library(
     monkeypatch.setattr(backend.ctypes.util, "find_library",
                         lambda name: lib if name == "cuda" else None)
     assert backend.no_nvidia_driver() is none
+
+
+def test_the_backends_page_quotes_the_default_profile_as_it_is():
+    """book/backends.md documents the default profile cost by cost; a
+    recalibrated profile (`benchmarks/calibrate.py`) fails here until the
+    page says its numbers."""
+    import json
+    from pathlib import Path
+
+    from modelkit import model_profile
+    data = json.loads(Path(model_profile()[2]).read_text())
+    page = " ".join((Path(subproc.BOOK) / "backends.md").read_text().split())
+    host, kernel, copy = data["host"], data["kernel"], data["copy"]
+    quoted = {
+        "launch latency": f"launch latency ({kernel['launch_us']:g} µs)",
+        "memory bandwidth": "memory bandwidth "
+                            f"({kernel['memory_gbps'] / 1000:.3g} TB/s",
+        "copy latency": f"a latency ({copy['latency_us']:g} µs)",
+        "link": f"({copy['h2d_pinned_gbps']:.0f} GB/s host to device, "
+                f"{copy['d2h_pinned_gbps']:.0f} GB/s back)",
+        "staging": f"bounce buffer ({host['pageable_stage_gbps']:g} GB/s)",
+        "context": f"creates its context ({host['context_create_ms']:g} ms",
+        "module": f"loads its module ({host['module_load_ms']:g} ms)",
+        "issue": f"a launch {host['issue_us']['launch']:g} µs, a copy "
+                 f"{host['issue_us']['copy']:g}, an event "
+                 f"{host['issue_us']['event']:g}, a call that queues "
+                 f"nothing {host['issue_us']['call']:g}",
+        "name": f"`CPU device model ({data['name']} profile)`",
+    }
+    missing = {what: text for what, text in quoted.items()
+               if text not in page}
+    assert not missing, f"book/backends.md does not say: {missing}"
