@@ -19,9 +19,9 @@ glues the reference GPU's name (``ref_gpu``, "NVIDIA H100"; ``ref_gpu_short``,
 true whichever GPU's run is the reference. ``ref.glue_profile()`` does the
 same for the CPU device model's profile (``profile_gpu``, "H100";
 ``profile_device``; the costs prose quotes), so that "its
-{glue:text}`profile_gpu` profile" follows ``BOOK_CPU_PROFILE``. Words about the reference's
-outcome ("on the H100 the two clocks are close") are computed from its
-values, ``ref.reference("add_cpu_us")``, and glued with
+{glue:text}`profile_gpu` profile" follows ``BOOK_CPU_PROFILE``. Words
+about the reference's outcome ("on the H100 the two clocks are close") are
+computed from its values, ``ref.reference("add_cpu_us")``, and glued with
 ``ref.glue_ref("clocks_words_ref", words)``; the tests fail on a lesson
 that names the H100 by hand other than in a fact about H100s.
 ``ref.data("sweep", size=sizes, ms=times)`` records the numbers

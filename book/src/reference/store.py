@@ -270,8 +270,9 @@ def report(device=None, book=None, root=None):
 
 def unshown_keys(nb, lesson, reference=None, exclusions=None):
     """The keys notebook ``nb`` glues (``*_ref`` and `UNMEASURED_KEYS`
-    aside: the reference device's and the model profile's names) that have no value
-    in the reference, no exclusion, and are not shown as "not captured":
+    aside: the reference device's and the model profile's names) that
+    have no value in the reference, no exclusion, and are not shown as
+    "not captured":
     neither glued through `Lesson.glue` (which glues ``*_ref`` beside),
     nor listed by ``Lesson.compare()``, nor figure data of `Lesson.data`.
     """
