@@ -325,18 +325,16 @@ def energy_stream_speedup(quick):
 
 def _event_seconds(fn, repeats):
     """Seconds of ``fn()``'s device work by events on the current stream
-    (start, queue the work, end, wait), ``repeats`` times after a warm-up."""
+    (`src.timing.EventTimer`: start, queue the work, end, then wait),
+    ``repeats`` times after a warm-up."""
+    from src.timing import EventTimer
     fn()
     sync()
     out = []
     for _ in range(repeats):
-        start = cp.cuda.Event()
-        end = cp.cuda.Event()
-        start.record()
-        fn()
-        end.record()
-        end.synchronize()
-        out.append(cp.cuda.get_elapsed_time(start, end) * 1e-3)
+        with EventTimer() as timer:
+            fn()
+        out.append(timer.seconds)
     return out
 
 
