@@ -121,10 +121,6 @@ ENTRIES = [
           "the copy's issue sets", host=True),
 ]
 
-#: What the profile holds in each entry's unit, from seconds-based Profile.
-_UNITS = {"gbps": 1e9, "tflops": 1e12, "ms": 1e-3, "us": 1e-6}
-
-
 def _get(data, path):
     for key in path:
         data = data[key]
