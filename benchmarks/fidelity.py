@@ -51,6 +51,12 @@ Each effect has a class:
   factor of `BAND` (1.3) of 1. One that does not is *flagged*, with the
   reason written beside the effect below.
 
+Run in full (no ``--only``), it also runs `issue_costs`, which no effect
+reads: the host's time to issue an event's record, a view, a launch and a
+reduction's launch, from which `calibrate.py` solves the profile's issue
+costs on a GPU's run (the page shows them beside the profile's); and
+`copy_duplex`, copies in both directions at once against each alone.
+
 Nothing here is asserted: ``tests/test_fidelity.py`` checks the table's
 structure and the verdicts' logic, not the numbers.
 """
@@ -639,6 +645,87 @@ def consume_order():
     return out
 
 
+# -- measured for calibrate.py only: no effect reads them -------------------
+CALIBRATION = ("issue_costs", "copy_duplex")   # with every full run
+
+ISSUE_CALLS = 2000                  # calls per round of `issue_costs`
+
+
+@experiment
+def issue_costs():
+    """The host's time to issue one call of each kind the model's profile
+    charges (``host/issue_us``), for `calibrate.py`: an event's record on a
+    stream (``Event.record``, as `EventTimer` records), a view (``x[1:]``,
+    a call that queues no work), ``x + x`` (a launch) and ``x.sum()`` (a
+    reduction's launch) on 1,000 float32, from an idle device. Each is the
+    fastest of five rounds of `ISSUE_CALLS` calls, per call, less the same
+    loop's time around a Python function that does nothing. On a GPU these
+    are CuPy's host costs; on the model, its own Python (not the profile's
+    issue times, which only its device clock counts)."""
+    stream = cp.cuda.Stream(non_blocking=True)
+    event = cp.cuda.Event()
+    with stream:
+        x = cp.zeros(1000, dtype=cp.float32)
+
+    def nothing():
+        return None
+
+    def per_call(fn, rounds=5):
+        fn()                                    # warm-up: compile, load
+        best = math.inf
+        for _ in range(rounds):
+            stream.synchronize()                # from an idle device
+            t = time.perf_counter()
+            for _ in range(ISSUE_CALLS):
+                fn()
+            best = min(best, (time.perf_counter() - t) / ISSUE_CALLS)
+        stream.synchronize()
+        return best
+
+    with stream:
+        empty = per_call(nothing)
+        out = {"event_record_s": per_call(lambda: event.record(stream)),
+               "view_s": per_call(lambda: x[1:]),
+               "launch_s": per_call(lambda: x + x),
+               "reduction_s": per_call(x.sum)}
+    return {k: max(v - empty, 0.0) for k, v in out.items()} | {
+        "empty_loop_s": empty}
+
+
+@experiment
+def copy_duplex():
+    """Is the link full duplex? An H2D copy of bw_large bytes from pinned
+    memory, a D2H copy of as many into pinned memory, each alone on its
+    stream, then both at once on two streams, between events (best of
+    three, after a warm-up). The model gives each direction an engine and
+    the link's full rate (``(h2d + d2h) / both`` is 2); a GPU's PCIe link
+    may give less when both directions run at once. No effect reads it,
+    and the profile has no entry for it: `calibrate.py` prints it."""
+    from src import transfer
+    from src.timing import EventTimer
+    n = SIZES["bw_large"]
+    up = transfer.host_buffer(n, pinned=True)
+    down = transfer.host_buffer(n, pinned=True)
+    dev_in, dev_out = cp.empty(n, cp.uint8), cp.empty(n, cp.uint8)
+    s_in, s_out = (cp.cuda.Stream(non_blocking=True) for _ in range(2))
+    out = {"h2d_s": transfer.time_copy(up, dev_in, "H2D", s_in, 3).event_s,
+           "d2h_s": transfer.time_copy(down, dev_out, "D2H", s_out,
+                                       3).event_s}
+    both = []
+    for _ in range(4):
+        sync()
+        timer = EventTimer(s_in)
+        with timer:
+            s_out.wait_event(s_in.record())     # both start together
+            dev_in.set(up, stream=s_in)
+            dev_out.get(stream=s_out, out=down, blocking=False)
+            s_in.wait_event(s_out.record())     # the end waits for both
+        both.append(timer.seconds)
+    out["both_s"] = min(both[1:])               # the first warms up
+    del up, down
+    return out
+
+
 # -- effects ------------------------------------------------------------------
 @dataclass(frozen=True)
 class Effect:
@@ -998,11 +1085,12 @@ def load_reference(path=DEFAULT_REFERENCE):
 
 
 # -- running ------------------------------------------------------------------
-def measure(effects):
-    """Run the experiments the effects need: ``{experiment: numbers}``, and
-    ``{experiment: error text}`` for those that failed."""
+def measure(effects, extra=()):
+    """Run the experiments the effects need, and those named in ``extra``:
+    ``{experiment: numbers}``, and ``{experiment: error text}`` for those
+    that failed."""
     raw, errors = {}, {}
-    for name in dict.fromkeys(e.experiment for e in effects):
+    for name in dict.fromkeys([e.experiment for e in effects] + list(extra)):
         t0 = time.perf_counter()
         try:
             raw[name] = EXPERIMENTS[name]()
@@ -1102,7 +1190,7 @@ def run(only=None, reference=DEFAULT_REFERENCE):
         raise SystemExit(f"unknown effects: {sorted(unknown)}")
     info, ref_of = load_reference(reference)
     t0 = time.perf_counter()
-    raw, errors = measure(effects)
+    raw, errors = measure(effects, () if only else CALIBRATION)
     return assemble(effects, raw, errors, info, ref_of,
                     time.perf_counter() - t0)
 
@@ -1183,6 +1271,81 @@ def table(result):
 
 COMMAND = ("python benchmarks/fidelity.py --json benchmarks/fidelity-cpu.json "
            "--markdown book/fidelity.md")
+
+
+ISSUE_ROWS = (("event_record_s", "an event's record on a stream",
+               "event"),
+              ("view_s", "a view, x[1:] (queues no work)", "call"),
+              ("launch_s", "x + x on 1,000 float32 (a launch)", "launch"),
+              ("reduction_s", "x.sum() on 1,000 float32 (a reduction's "
+               "launch)", "launch"))
+
+
+def duplex(raw):
+    """``(h2d + d2h) / both`` of `copy_duplex`: 2 for a full-duplex link,
+    1 when the two directions take turns; None when not measured."""
+    d = raw.get("copy_duplex")
+    if not d or not d.get("both_s"):
+        return None
+    return (d["h2d_s"] + d["d2h_s"]) / d["both_s"]
+
+
+def calibration_section(result):
+    """Lines of the page on the experiments no effect reads: ``issue_costs``
+    (the host's time per call in this run beside what the profile charges
+    the model's device clock) and ``copy_duplex``."""
+    lines = []
+    ratio = duplex(result["raw"])
+    if ratio is not None:
+        d = result["raw"]["copy_duplex"]
+        size = size_label("bw_large", result["sizes"]["bw_large"])
+        lines += [
+            "## Copies in both directions at once",
+            "",
+            f"An H2D copy of {size} "
+            f"from pinned memory took {d['h2d_s'] * 1e3:.2f} ms alone, a D2H "
+            f"copy of as many {d['d2h_s'] * 1e3:.2f} ms, and both at once on "
+            f"two streams {d['both_s'] * 1e3:.2f} ms (events): the two alone "
+            f"over both at once is {ratio:.2f}, where 2 is a link that "
+            "carries both directions at full rate and 1 one whose "
+            "directions take turns. The model gives each direction its own "
+            "engine at the link's full rate, so it reads about 2; a GPU's "
+            "run says what its link does (`calibrate.py` prints it; the "
+            "profile has no entry for it yet).",
+            "",
+        ]
+    costs = result["raw"].get("issue_costs")
+    if not costs:
+        return lines
+    from src.cpudevice._profile import Profile
+    profile = Profile.load()
+    on_model = result["backend"] != "gpu"
+    lines += [
+        "## The host's cost to issue a call",
+        "",
+        "Measured for `benchmarks/calibrate.py`, no effect reads them: the "
+        "host's time per call, the fastest of five rounds of "
+        f"{ISSUE_CALLS:,} calls from an idle device, beside the issue time "
+        f"the model's {profile.name} profile charges for the call's kind "
+        "(`host.issue_us`). "
+        + ("Here they time the model's own Python, which its device clock "
+           "does not count: it charges the profile's times instead (see "
+           "the backends page, \"When the host issued it\"). On a GPU they "
+           "are CuPy's, and `calibrate.py` solves the profile's event and "
+           "call times from them."
+           if on_model else
+           "On this GPU they are CuPy's own, and `calibrate.py` solves the "
+           "profile's event and call times from them; the model charges a "
+           "reduction's launch as any launch."),
+        "",
+        f"| call | this run (µs) | {profile.name} profile (µs) |",
+        "|---|---|---|",
+    ]
+    for key, what, kind in ISSUE_ROWS:
+        if key in costs:
+            lines.append(f"| {what} | {costs[key] * 1e6:.1f} | "
+                         f"{profile.issue_s(kind) * 1e6:g} ({kind}) |")
+    return lines + [""]
 
 
 def markdown(result):
@@ -1275,6 +1438,7 @@ def markdown(result):
                   f"{note.removeprefix(SMALLER)}."
                   for note, titles in notes.items()]
         lines.append("")
+    lines += calibration_section(result)
     lines += [
         "## How each effect is computed",
         "",

@@ -36,10 +36,19 @@ def test_the_models_own_run_gives_back_the_profile_it_ran_with(
     solved = new["calibration"]["solved"]
     assert len(solved) >= 7, sorted(solved)
     for key, before, after, ratio in cal.compare(new, base):
-        assert abs(ratio - 1) < 0.05, (key, before, after)
+        # the device clock's entries to 5%; the two read off the host's
+        # clock (a fresh process's first operation, a pageable copy's
+        # staging) also count the model's own real work there, some ms
+        # more on a busy 2-core machine (204 ms for 188 seen once)
+        on_host = key in ("host/context_create_ms",
+                          "host/pageable_stage_gbps")
+        assert abs(ratio - 1) < (0.15 if on_host else 0.05), (
+            key, before, after)
     kept = new["calibration"]["kept"]
-    assert "a run on the CPU device model" in kept["host/issue_us/launch"]
-    assert "host/issue_us/launch" not in solved
+    for kind in ("launch", "copy", "event", "call"):
+        assert "a run on the CPU device model" in kept[
+            f"host/issue_us/{kind}"]
+        assert f"host/issue_us/{kind}" not in solved
     assert "copy/latency_us" in kept and "kernels/stamp_kernel/per" not in \
         kept
 
@@ -54,6 +63,8 @@ def test_a_gpu_run_moves_what_it_measured_and_names_its_device(
     run["raw"]["bandwidth"]["large_pin_gbps"] *= 2
     run["raw"]["loops"]["eager_s"] = 12.0e-6
     run["raw"]["bandwidth"]["small_pin_gbps"] = 1024 / 11.5e-6 / 1e9
+    run["raw"]["issue_costs"] = {"event_record_s": 4.0e-6, "view_s": 1.5e-6,
+                                 "launch_s": 9.0e-6, "reduction_s": 20e-6}
     run["device_properties"] = {"name": "NVIDIA H200",
                                 "memoryBusWidth": 6144,
                                 "totalGlobalMem": 150_000_000_000}
@@ -62,7 +73,9 @@ def test_a_gpu_run_moves_what_it_measured_and_names_its_device(
     assert copy_gbps == pytest.approx(2 * base["copy"]["h2d_pinned_gbps"],
                                       rel=0.05)
     issue = new["host"]["issue_us"]
-    assert issue["launch"] == pytest.approx(12.0 - issue["call"], rel=1e-3)
+    assert issue["event"] == pytest.approx(4.0, rel=1e-3)
+    assert issue["call"] == pytest.approx(1.5, rel=1e-3)
+    assert issue["launch"] == pytest.approx(12.0 - 1.5, rel=1e-3)
     assert issue["copy"] == pytest.approx(
         11.5 - new["copy"]["latency_us"], rel=0.01)
     assert (new["name"], new["device"]) == ("H200", "NVIDIA H200")
@@ -95,6 +108,9 @@ def test_the_written_profile_drives_the_model(cal, tmp_path, capsys):
     assert cal.main([str(MODEL_RUN), "--out", str(out)]) == 0
     printed = capsys.readouterr().out
     assert "kernel/memory_gbps" in printed and f"wrote {out}" in printed
+    # measured by the run, modelled by no entry: printed for the reader
+    assert "a reduction's launch took" in printed
+    assert "alone over both at once" in printed
     profile = cal.Profile.load(str(out))
     assert profile.memory_bps == pytest.approx(1620e9, rel=0.05)
     assert json.loads(out.read_text())["source"].startswith(

@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+import modelkit
 import scripts
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -245,3 +246,50 @@ def test_the_page_is_generated_and_in_the_reference_part(fid):
     stored = json.loads(
         (ROOT / "benchmarks" / "fidelity-cpu.json").read_text())
     assert set(stored["effects"]) == {e.key for e in fid.EFFECTS}
+
+
+def test_issue_costs_run_only_with_a_full_run_and_show_on_the_page(
+        fid, monkeypatch):
+    """`issue_costs` (for calibrate.py) runs with every full run, not with
+    ``--only``; it gives a positive time per call of each kind, and the
+    page sets each beside what the profile charges."""
+    ran = []
+    monkeypatch.setattr(fid, "EXPERIMENTS", {
+        name: (lambda name=name: ran.append(name) or {"x": 1.0})
+        for name in fid.EXPERIMENTS})
+    fid.measure(fid.EFFECTS[:1], fid.CALIBRATION)
+    assert ran == [fid.EFFECTS[0].experiment, *fid.CALIBRATION]
+    assert fid.CALIBRATION == ("issue_costs", "copy_duplex")
+    monkeypatch.undo()
+
+    monkeypatch.setattr(fid, "ISSUE_CALLS", 50)
+    costs = fid.EXPERIMENTS["issue_costs"]()
+    assert set(costs) == {key for key, _, _ in fid.ISSUE_ROWS} | {
+        "empty_loop_s"}
+    assert all(0 < costs[key] < 0.01 for key, _, _ in fid.ISSUE_ROWS)
+
+    info, ref_of = fid.load_reference(H100)
+    raw = synthetic_raw(fid) | {"issue_costs": costs}
+    page = fid.markdown(fid.assemble(fid.EFFECTS, raw, {}, info, ref_of))
+    assert "## The host's cost to issue a call" in page
+    assert "| x + x on 1,000 float32 (a launch) | " in page
+    launch_us = modelkit.model_profile()[1]["host"]["issue_us"]["launch"]
+    assert f"| {float(launch_us):g} (launch) |" in page
+    no_costs = fid.markdown(fid.assemble(fid.EFFECTS, synthetic_raw(fid),
+                                         {}, info, ref_of))
+    assert "cost to issue a call" not in no_costs
+
+
+def test_copy_duplex_reads_two_for_a_full_duplex_link(fid):
+    """(h2d + d2h) / both: 2 when the directions run at full rate together,
+    1 when they take turns; the page says which it measured."""
+    raw = {"copy_duplex": {"h2d_s": 0.004, "d2h_s": 0.004, "both_s": 0.004}}
+    assert fid.duplex(raw) == pytest.approx(2.0)
+    raw["copy_duplex"]["both_s"] = 0.008
+    assert fid.duplex(raw) == pytest.approx(1.0)
+    assert fid.duplex({}) is None
+    info, ref_of = fid.load_reference(H100)
+    page = fid.markdown(fid.assemble(fid.EFFECTS, synthetic_raw(fid) | raw,
+                                     {}, info, ref_of))
+    assert "## Copies in both directions at once" in page
+    assert "8.00 ms (events): the two alone over both at once is 1.00" in page
