@@ -1278,7 +1278,7 @@ ISSUE_ROWS = (("event_record_s", "an event's record on a stream",
               ("view_s", "a view, x[1:] (queues no work)", "call"),
               ("launch_s", "x + x on 1,000 float32 (a launch)", "launch"),
               ("reduction_s", "x.sum() on 1,000 float32 (a reduction's "
-               "launch)", "launch"))
+               "launch)", "reduction"))
 
 
 def duplex(raw):
@@ -1331,12 +1331,11 @@ def calibration_section(result):
         + ("Here they time the model's own Python, which its device clock "
            "does not count: it charges the profile's times instead (see "
            "the backends page, \"When the host issued it\"). On a GPU they "
-           "are CuPy's, and `calibrate.py` solves the profile's event and "
-           "call times from them."
+           "are CuPy's, and `calibrate.py` solves the profile's event, call "
+           "and reduction times from them."
            if on_model else
            "On this GPU they are CuPy's own, and `calibrate.py` solves the "
-           "profile's event and call times from them; the model charges a "
-           "reduction's launch as any launch."),
+           "profile's event, call and reduction times from them."),
         "",
         f"| call | this run (µs) | {profile.name} profile (µs) |",
         "|---|---|---|",

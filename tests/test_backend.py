@@ -84,7 +84,9 @@ def test_the_backends_page_quotes_the_default_profile_as_it_is():
         "staging": f"bounce buffer ({host['pageable_stage_gbps']:g} GB/s)",
         "context": f"creates its context ({host['context_create_ms']:g} ms",
         "module": f"loads its module ({host['module_load_ms']:g} ms)",
-        "issue": f"a launch {host['issue_us']['launch']:g} µs, a copy "
+        "issue": f"a launch {host['issue_us']['launch']:g} µs, a "
+                 f"reduction's launch {host['issue_us']['reduction']:g}, "
+                 f"a copy "
                  f"{host['issue_us']['copy']:g}, an event "
                  f"{host['issue_us']['event']:g}, a call that queues "
                  f"nothing {host['issue_us']['call']:g}",

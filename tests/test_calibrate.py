@@ -45,7 +45,7 @@ def test_the_models_own_run_gives_back_the_profile_it_ran_with(
         assert abs(ratio - 1) < (0.15 if on_host else 0.05), (
             key, before, after)
     kept = new["calibration"]["kept"]
-    for kind in ("launch", "copy", "event", "call"):
+    for kind in ("launch", "reduction", "copy", "event", "call"):
         assert "a run on the CPU device model" in kept[
             f"host/issue_us/{kind}"]
         assert f"host/issue_us/{kind}" not in solved
@@ -75,6 +75,7 @@ def test_a_gpu_run_moves_what_it_measured_and_names_its_device(
     issue = new["host"]["issue_us"]
     assert issue["event"] == pytest.approx(4.0, rel=1e-3)
     assert issue["call"] == pytest.approx(1.5, rel=1e-3)
+    assert issue["reduction"] == pytest.approx(20.0, rel=1e-3)
     assert issue["launch"] == pytest.approx(12.0 - 1.5, rel=1e-3)
     assert issue["copy"] == pytest.approx(
         11.5 - new["copy"]["latency_us"], rel=0.01)
@@ -109,7 +110,6 @@ def test_the_written_profile_drives_the_model(cal, tmp_path, capsys):
     printed = capsys.readouterr().out
     assert "kernel/memory_gbps" in printed and f"wrote {out}" in printed
     # measured by the run, modelled by no entry: printed for the reader
-    assert "a reduction's launch took" in printed
     assert "alone over both at once" in printed
     profile = cal.Profile.load(str(out))
     assert profile.memory_bps == pytest.approx(1620e9, rel=0.05)

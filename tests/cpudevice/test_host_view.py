@@ -151,3 +151,41 @@ def test_a_thread_far_behind_does_not_wait_its_lag_on_anothers_work():
     assert lag > 0.02, lag
     assert waited < lag / 2, (waited, lag)
     assert float(done["y"][0]) == 1.0
+
+
+@pytest.mark.timeout(60)
+def test_a_reduction_costs_the_device_clock_its_own_issue_time():
+    """A reduction's launch (``x.sum()``, a ReductionKernel) is issued at the
+    profile's ``issue_us["reduction"]``, apart from an elementwise launch:
+    with a reduction made 2 ms to issue, five sums on an idle stream take
+    about 10 ms of events, five additions no more than before."""
+    import copy
+    old = hardware.profile
+    data = copy.deepcopy(old.data)
+    data["host"]["issue_us"]["reduction"] = 2000.0
+    hardware.set_profile(type(old)(data))
+    try:
+        s = cp.cuda.Stream(non_blocking=True)
+        with s:
+            x = cp.ones(8, cp.float32)
+        k = cp.ReductionKernel("T x", "T y", "x", "a + b", "y = a", "0",
+                               "test_issue_sum")
+
+        def sums():
+            with s:
+                for _ in range(5):
+                    x.sum()
+                    k(x)
+        sums()                                      # loaded, warm
+        s.synchronize()
+        sums_ms, wall_ms = best_ms(s, sums)
+        assert 10 * 2.0 <= sums_ms <= 10 * 2.0 * 1.5, (sums_ms, wall_ms)
+
+        def adds():
+            with s:
+                for _ in range(10):
+                    x + x
+        adds_ms, _ = best_ms(s, adds)
+        assert adds_ms < 2.0, adds_ms
+    finally:
+        hardware.set_profile(old)

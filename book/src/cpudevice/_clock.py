@@ -98,10 +98,10 @@ def host_lag():
 
 def api(kind):
     """Decorate an entry point of the model's API: a call of ``kind``
-    ("launch", "copy", "event", "call") costs the calling thread's view of
-    the device clock the profile's issue time for that kind, plus what it
-    waits for on the device, not the model's real time; calls made inside
-    it are part of it."""
+    ("launch", "reduction", "copy", "event", "call") costs the calling
+    thread's view of the device clock the profile's issue time for that
+    kind, plus what it waits for on the device, not the model's real time;
+    calls made inside it are part of it."""
     def wrap(fn):
         # The hot path of every call: the clock and the issue time are read
         # inline (``time.perf_counter`` looked up at each call, as `clock`

@@ -223,7 +223,7 @@ class ReductionKernel:
         self.options = options
         self._translated = {}
 
-    @api("launch")
+    @api("reduction")
     def __call__(self, *args, out=None, axis=None, keepdims=False,
                  stream=None):
         if len(args) != self.nin:

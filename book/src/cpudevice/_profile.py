@@ -66,6 +66,8 @@ class Profile:
         self.issue = {kind: us * 1e-6 for kind, us in
                       host.get("issue_us", {}).items()
                       if isinstance(us, (int, float))}
+        # a profile that does not time a reduction's launch apart: a launch
+        self.issue.setdefault("reduction", self.issue.get("launch", 0.0))
         self.launch_s = kern["launch_us"] * 1e-6
         self.memory_bps = kern["memory_gbps"] * 1e9
         self.flops = kern["flops_tflops"] * 1e12
@@ -128,8 +130,8 @@ class Profile:
 
     def issue_s(self, kind):
         """Host seconds CuPy takes to issue a call of ``kind`` ("launch",
-        "copy", "event", "call"): the time it costs a host thread's view of
-        the device clock (`_clock.api`)."""
+        "reduction", "copy", "event", "call"): the time it costs a host
+        thread's view of the device clock (`_clock.api`)."""
         return self.issue.get(kind, 0.0)
 
     def copy_cost(self, nbytes, direction):

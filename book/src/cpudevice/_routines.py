@@ -96,7 +96,7 @@ _NO_IDENTITY = {numpy.max: ("CUPY_CUB_MAX", "cupy_max"),
                 numpy.argmin: ("CUPY_CUB_ARGMIN", "cupy_argmin")}
 
 
-@api("launch")
+@api("reduction")
 def _reduce(func, a, axis=None, dtype=None, out=None, keepdims=False,
             **extra):
     """Queue ``func(a, axis=...)`` as one reduction kernel."""
