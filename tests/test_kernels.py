@@ -317,15 +317,22 @@ def test_harmonic_energy_equals_the_double_sum_of_float32_terms(n):
 
 
 def test_harmonic_energy_cuts_large_arrays_into_rows_small_ones_not():
+    """Rows: a power of two (CuPy's indexer then shifts instead of dividing
+    for every element), the largest up to rows_per_sm per multiprocessor,
+    and at least min_row values each."""
     energy = kernels.harmonic_energy
     assert energy.rows(cp.zeros(2 * energy.min_row - 1, cp.float32)) == 0
     assert energy.rows(cp.zeros(2 * energy.min_row, cp.float32)) == 2
+    assert energy.rows(cp.zeros(7 * energy.min_row, cp.float32)) == 4
     sms = cp.cuda.runtime.getDeviceProperties(
         cp.cuda.runtime.getDevice())["multiProcessorCount"]
-    big = cp.zeros(energy.min_row * energy.rows_per_sm * sms * 3, cp.float32)
-    assert energy.rows(big) == energy.rows_per_sm * sms
+    most = energy.rows_per_sm * sms
+    fill = 1 << (most.bit_length() - 1)         # 2048 of 2112 on 132 SMs
+    assert fill <= most < 2 * fill
+    big = cp.zeros(energy.min_row * most * 3, cp.float32)
+    assert energy.rows(big) == fill
     assert energy.rows(big[::2]) == 0          # not contiguous: one stage
-    assert energy.threads(big) == 512 * energy.rows_per_sm * sms
+    assert energy.threads(big) == 512 * fill
     assert energy.threads(big[:10]) == 512
 
 

@@ -27,8 +27,12 @@ class TwoStageEnergy:
 
     1. the kernel reduces ``x[:m*L]`` seen as ``m`` rows of ``L`` values
        along its rows (``axis=1``): one block per row, ``m`` blocks to fill
-       the GPU (``rows_per_sm`` per multiprocessor), each row's partial sum
-       accumulated and kept in double;
+       the GPU (the largest power of two up to ``rows_per_sm`` per
+       multiprocessor), each row's partial sum accumulated and kept in
+       double. A power of two because CuPy's reduction kernel finds each
+       element's place from its flat index with a ``CIndexer``, which
+       divides by the row count for every element read unless that count
+       is a power of two (then a shift and a mask);
     2. ``cp.sum`` of the ``m`` partials, plus the same kernel over the tail
        ``x[m*L:]`` (fewer than ``m`` values), in double; the total is
        rounded once to x's dtype.
@@ -51,8 +55,8 @@ class TwoStageEnergy:
         self.stages = [
             "stage 1: this kernel over x as m rows (axis=1), one block per "
             "row,",
-            "         m = a multiple of the multiprocessors: m partials in "
-            "double",
+            f"         m = a power of two, up to {rows_per_sm} per "
+            "multiprocessor: m partials in double",
             "stage 2: cp.sum(partials) + this kernel over the tail, rounded "
             "once to T"]
 
@@ -66,7 +70,7 @@ class TwoStageEnergy:
                 device)["multiProcessorCount"]
         rows = min(self.rows_per_sm * self._sms[device],
                    x.size // self.min_row)
-        return rows if rows >= 2 else 0
+        return 1 << (rows.bit_length() - 1) if rows >= 2 else 0
 
     BLOCK = 512          # threads per block of CuPy's reductions (CUDA)
 
