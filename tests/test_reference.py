@@ -700,3 +700,18 @@ def test_glued_text_pastes_without_quotes_even_with_an_apostrophe():
     from src.reference import Text
     assert repr(Text("NVIDIA's size")) == "NVIDIA's size"
     assert Text("x") == "x" and isinstance(Text("x"), str)
+
+
+def test_gpu_rehearsal_takes_a_lessons_name_or_its_path(tmp_path):
+    rehearse = scripts.load("tools/gpu/rehearse.py")
+    streams = BOOK / "05_streams.ipynb"
+    assert rehearse.lesson_path("05_streams") == streams
+    assert rehearse.lesson_path("05") == streams
+    assert rehearse.lesson_path(str(streams)) == streams.resolve()
+    with pytest.raises(SystemExit, match="names 0 lessons; the lessons: "
+                       "01_devices"):
+        rehearse.lesson_path("streams")
+    with pytest.raises(SystemExit, match="names 7 lessons"):
+        rehearse.lesson_path("0")
+    with pytest.raises(SystemExit, match="no such notebook"):
+        rehearse.lesson_path(str(tmp_path / "missing.ipynb"))

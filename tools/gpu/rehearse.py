@@ -2,6 +2,8 @@
 
     python tools/gpu/rehearse.py [LESSON ...] [--out DIR]
 
+LESSON: a notebook's path, or a lesson's name (``05_streams``, ``05``).
+
 Executes copies of the lessons (default: all of them) on the CPU device
 model with ``src.BACKEND`` set to ``"gpu"`` and ``src.pick`` giving the
 model's sizes, so every branch a lesson takes only on a GPU (``if BACKEND
@@ -61,12 +63,28 @@ def rehearse(path, out_dir, timeout=600):
     return writer.unexpected_errors(executed), changed
 
 
+def lesson_path(name):
+    """The notebook a LESSON argument names: a path to it, or a lesson's
+    name or number in ``book/`` (``05_streams``, ``05``)."""
+    path = Path(name)
+    if path.suffix == ".ipynb":
+        if not path.is_file():
+            raise SystemExit(f"no such notebook: {name}")
+        return path.resolve()
+    found = sorted(BOOK.glob(f"{path.name}*.ipynb"))
+    if len(found) != 1:
+        lessons = ", ".join(p.stem for p in sorted(BOOK.glob("0*.ipynb")))
+        raise SystemExit(f"{name!r} names {len(found)} lessons; the "
+                         f"lessons: {lessons}")
+    return found[0]
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(
         description=__doc__.split("\n\n")[0].strip(),
         formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("lessons", nargs="*", help="lesson notebooks "
-                        "(default: book/0*.ipynb)")
+    parser.add_argument("lessons", nargs="*", help="lesson notebooks, or "
+                        "lessons' names (default: book/0*.ipynb)")
     parser.add_argument("--out", default=str(ROOT / ".gpu" / "rehearsal"),
                         help="where the executed copies go")
     parser.add_argument("--timeout", type=int, default=600,
@@ -74,7 +92,7 @@ def main(argv=None):
     args = parser.parse_args(argv)
     os.environ["BOOK_BACKEND"] = "cpu"      # the model, even beside a GPU
     sys.path.insert(0, str(BOOK))
-    lessons = [Path(p).resolve() for p in args.lessons] or sorted(
+    lessons = [lesson_path(p) for p in args.lessons] or sorted(
         BOOK.glob("0*.ipynb"))
     Path(args.out).mkdir(parents=True, exist_ok=True)
     failed = False
