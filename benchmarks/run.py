@@ -357,6 +357,22 @@ def energy_kernel_vs_one_liner(quick):
     return [o / k for o, k in zip(one_liner, kernel)]
 
 
+def _copy_fraction(energy, quick):
+    """The rate ``energy(y, 1.0, 0.5)`` reads ``y`` at, over the rate a
+    device-to-device copy of ``y`` moves bytes (reading and writing them),
+    both by events; 1.0 = as fast as the memory system allows."""
+    y = _energy_input(quick)
+    z = cp.empty_like(y)
+    repeats = 5 if quick else 11
+    kernel = _event_seconds(lambda: energy(y, 1.0, 0.5), repeats)
+
+    def copy_y():
+        z[...] = y
+    copy = _event_seconds(copy_y, repeats)
+    return [(y.nbytes / k) / (2 * y.nbytes / c)
+            for k, c in zip(kernel, copy)]
+
+
 @figure("energy_kernel_copy_fraction", "x", ">= 0.8 (GPU)")
 def energy_kernel_copy_fraction(quick):
     """How close `harmonic_energy` comes to the memory's limit: the rate it
@@ -364,16 +380,20 @@ def energy_kernel_copy_fraction(quick):
     bytes (reading and writing them), both by events; 1.0 = as fast as
     the memory system allows."""
     from src.kernels import harmonic_energy
-    y = _energy_input(quick)
-    z = cp.empty_like(y)
-    repeats = 5 if quick else 11
-    kernel = _event_seconds(lambda: harmonic_energy(y, 1.0, 0.5), repeats)
+    return _copy_fraction(harmonic_energy, quick)
 
-    def copy_y():
-        z[...] = y
-    copy = _event_seconds(copy_y, repeats)
-    return [(y.nbytes / k) / (2 * y.nbytes / c)
-            for k, c in zip(kernel, copy)]
+
+@figure("energy_raw_copy_fraction", "x", ">= 0.8 (GPU)")
+def energy_raw_copy_fraction(quick):
+    """The same fraction for a kernel written for speed
+    (`benchmarks/energy_ceiling.py`: 16-byte loads, a grid-stride loop,
+    warp shuffles): the ceiling `energy_kernel_copy_fraction` is read
+    against."""
+    here = os.path.dirname(os.path.abspath(__file__))
+    if here not in sys.path:                # as a module of the tests
+        sys.path.insert(0, here)
+    from energy_ceiling import raw_energy
+    return _copy_fraction(raw_energy, quick)
 
 
 ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..")
