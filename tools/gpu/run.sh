@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # On a GPU machine, from the project root: the whole book on real CuPy.
-#     bash .gpu/run.sh [STEP ...]      STEP: tests lessons fidelity bench all
-# (default all: the four, in that order). tools/gpu/prepare.sh puts this
-# script and the wheels it needs in .gpu/.
+#     bash .gpu/run.sh [STEP ...]      STEP: lessons fidelity tests bench all
+# (default all: the four, always in that order: the lessons and fidelity.py
+# first, since they make the GPU reference and the model's calibration, and
+# a run cut short by its budget should have them). tools/gpu/prepare.sh
+# puts this script and the wheels it needs in .gpu/.
 # Writes under $OUT (default .gpu/out): pytest.log, the lessons executed
 # with their outputs in nb/, run.json (the device, date and commit of the
 # run), fidelity-gpu.json (benchmarks/fidelity.py's effects measured on
@@ -12,14 +14,15 @@
 # BUDGET_S (default 570) caps the whole run: each step's timeout is cut to
 # what is left of it, so a run that must end within 10 minutes (a lent
 # device's limit per command) ends in time, with what it finished kept.
-# Exit status: pytest's, or 1 when a lesson raised an error it should
-# not have or a step ran out of time.
+# Exit status: 0 when every step ran and passed; else pytest's, or 1 when
+# a lesson raised an error it should not have, fidelity.py failed, or a
+# step ran out of time.
 set -u
 steps=("$@")
 [ ${#steps[@]} -eq 0 ] && steps=(all)
 for s in "${steps[@]}"; do
-  case $s in tests|lessons|fidelity|bench|all) ;;
-    *) echo "unknown step '$s' (tests, lessons, fidelity, bench, all)"; exit 2 ;;
+  case $s in lessons|fidelity|tests|bench|all) ;;
+    *) echo "unknown step '$s' (lessons, fidelity, tests, bench, all)"; exit 2 ;;
   esac
 done
 want() { local s; for s in "${steps[@]}"; do
@@ -50,14 +53,6 @@ export PYTHONUNBUFFERED=1 BOOK_BACKEND=gpu
 nvidia-smi -L 2>/dev/null
 python3 -c "import sys, cupy, numpy; print('python', sys.version.split()[0], 'cupy', cupy.__version__, 'numpy', numpy.__version__, 'CUDA runtime', cupy.cuda.runtime.runtimeGetVersion(), 'driver', cupy.cuda.runtime.driverGetVersion())"
 rc=0
-if want tests && in_time tests "${TESTS_TIMEOUT:-400}"; then
-  t=$(date +%s)
-  timeout "$cap" python3 -m pytest -q -p no:cacheprovider -rfE > "$OUT/pytest.log" 2>&1
-  rc=$?
-  step_done tests $rc "$t"
-  echo "pytest: $(grep -E '(passed|failed)' "$OUT/pytest.log" | tail -1)"
-  grep -E '^(FAILED|ERROR)' "$OUT/pytest.log" | head -40
-fi
 if want lessons; then
   t0=$(date +%s)
   out_abs=$(cd "$OUT" && pwd)
@@ -100,6 +95,14 @@ if want fidelity && in_time fidelity 300; then
   r=$?; [ $r = 0 ] || rc=1
   step_done fidelity $r "$t"
   tail -5 "$OUT/fidelity.log"
+fi
+if want tests && in_time tests "${TESTS_TIMEOUT:-400}"; then
+  t=$(date +%s)
+  timeout "$cap" python3 -m pytest -q -p no:cacheprovider -rfE > "$OUT/pytest.log" 2>&1
+  r=$?; [ $r = 0 ] || rc=$r
+  step_done tests $r "$t"
+  echo "pytest: $(grep -E '(passed|failed)' "$OUT/pytest.log" | tail -1)"
+  grep -E '^(FAILED|ERROR)' "$OUT/pytest.log" | head -40
 fi
 if want bench && in_time bench 300; then
   t=$(date +%s)
