@@ -19,8 +19,9 @@ latencies, a graph's launch, a module's load, the book's loop kernels.
 So are the host's issue costs when the run was on the CPU device model,
 where they time the model's own Python, not CuPy's. (fidelity.py's
 ``copy_duplex`` measures whether the link carries both directions at full
-rate at once, which the model assumes; `main` prints it.) The device's properties come
-from the run (``device_properties``), for the keys the base profile lists.
+rate at once, which the model assumes; `main` prints it.) The device's
+properties come from the run (``device_properties``), for the keys the
+base profile lists.
 
 From the model's own fidelity run (``benchmarks/fidelity-cpu.json``) it
 gives back the profile the model ran with, to within the model's host
@@ -62,6 +63,16 @@ class Entry:
 
 def _bytes_f32(n):
     return 4 * n
+
+
+def _issue_cost(kind, key, call):
+    """The entry for ``host/issue_us/<kind>``: the host's time per
+    ``call``, read straight off fidelity.py's ``issue_costs[key]``."""
+    return Entry(("host", "issue_us", kind),
+                 lambda r, s: r["issue_costs"][key],
+                 lambda p, s: p.issue_s(kind),
+                 f"issue_costs: the host's time per {call}, fastest round "
+                 "of many, from an idle device", host=True)
 
 
 ENTRIES = [
@@ -108,21 +119,11 @@ ENTRIES = [
           lambda p, s: p.context_create_s,
           "first_use: a fresh process's first small operation less a later "
           "one (host clock)"),
-    Entry(("host", "issue_us", "event"),
-          lambda r, s: r["issue_costs"]["event_record_s"],
-          lambda p, s: p.issue_s("event"),
-          "issue_costs: the host's time per Event.record on a stream, "
-          "fastest round of many, from an idle device", host=True),
-    Entry(("host", "issue_us", "call"),
-          lambda r, s: r["issue_costs"]["view_s"],
-          lambda p, s: p.issue_s("call"),
-          "issue_costs: the host's time per view x[1:] of 1,000 float32, "
-          "a call that queues no work", host=True),
-    Entry(("host", "issue_us", "reduction"),
-          lambda r, s: r["issue_costs"]["reduction_s"],
-          lambda p, s: p.issue_s("reduction"),
-          "issue_costs: the host's time per x.sum() of 1,000 float32, a "
-          "reduction's launch", host=True),
+    _issue_cost("event", "event_record_s", "Event.record on a stream"),
+    _issue_cost("call", "view_s", "view x[1:] of 1,000 float32, a call "
+                "that queues no work"),
+    _issue_cost("reduction", "reduction_s", "x.sum() of 1,000 float32, a "
+                "reduction's launch"),
     Entry(("host", "issue_us", "launch"),
           lambda r, s: r["loops"]["eager_s"],
           lambda p, s: p.issue_s("launch") + p.issue_s("call"),
