@@ -516,6 +516,31 @@ def test_launch_overlap_rejects_a_chunk_outside_the_array(offset, n):
         kernels.launch_overlap(cp.zeros(8, cp.float32), offset, n)
 
 
+def test_overlap_grid_keeps_every_launched_threads_index_in_an_int():
+    # The kernel's `int i` of the last thread is offset + grid * block - 1:
+    # a chunk that ends below 2**31 but not on a whole block would wrap that
+    # thread's i to a negative index that passes `i < offset + n`.
+    top = np.iinfo(np.int32).max                       # 2**31 - 1
+    assert kernels._overlap_grid(top - 256, 256, 256) == 1   # last i: top-1
+    assert kernels._overlap_grid(0, 2**28, 256) == 2**20     # the lessons'
+    for offset, n in [(top - 200, 100), (top - 255, 1), (top, 1),
+                      (2**30, 2**30)]:
+        with pytest.raises(ValueError, match="below 2\\*\\*31"):
+            kernels._overlap_grid(offset, n, 256)
+
+
+@pytest.mark.skipif(BACKEND != "gpu", reason="needs an 8 GiB float32 array "
+                    "(the CPU device model's memory is smaller)")
+def test_launch_overlap_refuses_a_chunk_whose_last_block_overflows_an_int():
+    a = cp.empty(2**31 - 100, cp.float32)      # 8 GiB, never written
+    try:
+        with pytest.raises(ValueError, match="below 2\\*\\*31"):
+            kernels.launch_overlap(a, 2**31 - 200, 100)
+    finally:
+        del a
+        cp.get_default_memory_pool().free_all_blocks()
+
+
 def test_typed_elementwise_kernel_rejects_another_dtype_like_cupy():
     x = cp.zeros(3, cp.float64)
     with pytest.raises(TypeError, match="Type is mismatched"):

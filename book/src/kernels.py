@@ -155,20 +155,31 @@ def launch_overlap(a, offset, n, stream=None, block_size=256, stamps=None):
     if offset < 0 or n < 0 or offset + n > a.size:
         raise ValueError(f"chunk [{offset}, {offset + n}) is not inside the "
                          f"array of {a.size} elements")
-    if offset + n > np.iinfo(np.int32).max:
-        raise ValueError("overlap_kernel indexes with a 32-bit int, so "
-                         "offset + n must stay below 2**31")
+    grid = _overlap_grid(offset, n, block_size)
     if stamps is not None:
         _check_stamps(stamps)
     if n == 0:
         return
     if stamps is None:
         stamps = active_stamps()
-    grid = (n + block_size - 1) // block_size
     overlap_kernel((grid,), (block_size,),
                    (a, np.int32(offset), np.int32(n),
                     NO_STAMPS if stamps is None else stamps),
                    stream=stream)
+
+
+def _overlap_grid(offset, n, block_size):
+    """Blocks for the chunk. The kernel computes ``offset + n`` and every
+    launched thread's ``i`` in a 32-bit int; the last thread's ``i`` is
+    ``offset + grid * block_size - 1``, past the chunk when ``n`` is not a
+    whole number of blocks. Past 2**31 - 1 it would wrap to a negative
+    ``i``, which passes ``i < offset + n`` and writes before ``a``."""
+    grid = (n + block_size - 1) // block_size
+    if offset + grid * block_size > np.iinfo(np.int32).max:
+        raise ValueError("overlap_kernel indexes with a 32-bit int, so "
+                         "offset + n, with n rounded up to whole blocks of "
+                         f"{block_size} threads, must stay below 2**31")
+    return grid
 
 
 _TWIN_BLOCK = 1 << 18      # indices per step of the twin: fits in cache
