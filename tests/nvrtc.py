@@ -52,6 +52,21 @@ def _check(status, what):
 
 def compile_ptx(source, arch, name="kernel.cu"):
     """PTX for ``source`` on ``arch`` (e.g. ``"compute_75"``)."""
+    return _compile(source, arch, name, "PTX").decode()
+
+
+def compile_cubin(source, arch, name="kernel.cu"):
+    """Machine code (a CUBIN) for ``source`` on a real ``arch`` (e.g.
+    ``"sm_90"``). NVRTC then runs ptxas over its PTX, which checks what
+    PTX alone does not: the text of inline ``asm`` (an instruction, a
+    special register such as ``%globaltimer``, its operands' types)."""
+    if not arch.startswith("sm_"):
+        raise ValueError(f"a CUBIN needs a real architecture (sm_XX), "
+                         f"got {arch!r}")
+    return _compile(source, arch, name, "CUBIN")
+
+
+def _compile(source, arch, name, output):
     lib = _nvrtc()
     prog = ctypes.c_void_p()
     _check(lib.nvrtcCreateProgram(ctypes.byref(prog), source.encode(),
@@ -70,11 +85,12 @@ def compile_ptx(source, arch, name="kernel.cu"):
                 f"NVRTC could not compile {name} for {arch}:\n"
                 f"{log.value.decode()}\n--- source ---\n{source}")
         size = ctypes.c_size_t()
-        _check(lib.nvrtcGetPTXSize(prog, ctypes.byref(size)),
-               "nvrtcGetPTXSize")
-        ptx = ctypes.create_string_buffer(size.value)
-        _check(lib.nvrtcGetPTX(prog, ptx), "nvrtcGetPTX")
-        return ptx.value.decode()
+        _check(getattr(lib, f"nvrtcGet{output}Size")(prog, ctypes.byref(size)),
+               f"nvrtcGet{output}Size")
+        out = ctypes.create_string_buffer(size.value)
+        _check(getattr(lib, f"nvrtcGet{output}")(prog, out),
+               f"nvrtcGet{output}")
+        return out.raw[:size.value] if output == "CUBIN" else out.value
     finally:
         lib.nvrtcDestroyProgram(ctypes.byref(prog))
 

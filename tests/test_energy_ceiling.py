@@ -26,6 +26,14 @@ def test_it_compiles_to_16_byte_loads_and_no_division(arch):
     assert "div.rn.f32" not in ptx          # / 2 is a multiply by 0.5
 
 
+@pytest.mark.skipif(nvrtc.library_path() is None,
+                    reason="the nvidia-cuda-nvrtc-cu12 wheel is not "
+                    "installed here")
+def test_it_assembles_to_machine_code_for_an_h100():
+    cubin = nvrtc.compile_cubin(ceiling.CODE, "sm_90", "energy_partials.cu")
+    assert cubin[:4] == b"\x7fELF"
+
+
 @pytest.mark.parametrize("n", [1, 3, 4, 4097, (1 << 20) + 3])
 def test_it_equals_harmonic_energy(n):
     x = cp.random.default_rng(n).random(n, dtype=cp.float32)

@@ -39,6 +39,26 @@ def test_kernel_source_compiles_with_nvrtc(name, arch):
 
 
 @needs_nvrtc
+@pytest.mark.parametrize("name", sorted(kernels.SPECS))
+def test_kernel_assembles_to_machine_code_for_an_h100(name):
+    # PTX is not checked by ptxas: a mistake in inline asm (the stamps'
+    # %globaltimer) would first fail when the driver loads it on a GPU.
+    cubin = nvrtc.compile_cubin(nvrtc.wrap(kernels.SPECS[name]), "sm_90",
+                                f"{name}.cu")
+    assert cubin[:4] == b"\x7fELF"
+
+
+@needs_nvrtc
+def test_a_bad_inline_asm_fails_in_ptxas_not_in_ptx():
+    bad = (r'extern "C" __global__ void f(unsigned long long* s) {'
+           r'unsigned int t; asm volatile("mov.u32 %0, %%globaltimer;"'
+           r' : "=r"(t)); s[0] = t; }')
+    assert ".entry f(" in nvrtc.compile_ptx(bad, "compute_90")
+    with pytest.raises(nvrtc.CompileError, match="mismatch for instruction"):
+        nvrtc.compile_cubin(bad, "sm_90")
+
+
+@needs_nvrtc
 def test_reduction_compiles_for_float64_too():
     ptx = nvrtc.compile_ptx(
         nvrtc.wrap(kernels.SPECS["harmonic_energy"], template="double"),
@@ -239,6 +259,7 @@ def sleep_on_current_stream(seconds):
 @needs_nvrtc
 def test_sleep_kernel_compiles_with_nvrtc():
     assert ".entry test_sleep(" in nvrtc.compile_ptx(SLEEP.code, "compute_75")
+    assert nvrtc.compile_cubin(SLEEP.code, "sm_90")[:4] == b"\x7fELF"
 
 
 @pytest.mark.timeout(30)
