@@ -542,12 +542,12 @@ def test_overlap_grid_keeps_every_launched_threads_index_in_an_int():
     # a chunk that ends below 2**31 but not on a whole block would wrap that
     # thread's i to a negative index that passes `i < offset + n`.
     top = np.iinfo(np.int32).max                       # 2**31 - 1
-    assert kernels._overlap_grid(top - 256, 256, 256) == 1   # last i: top-1
-    assert kernels._overlap_grid(0, 2**28, 256) == 2**20     # the lessons'
+    assert kernels.overlap_grid(top - 256, 256, 256) == 1   # last i: top-1
+    assert kernels.overlap_grid(0, 2**28, 256) == 2**20     # the lessons'
     for offset, n in [(top - 200, 100), (top - 255, 1), (top, 1),
                       (2**30, 2**30)]:
         with pytest.raises(ValueError, match="below 2\\*\\*31"):
-            kernels._overlap_grid(offset, n, 256)
+            kernels.overlap_grid(offset, n, 256)
 
 
 @pytest.mark.skipif(BACKEND != "gpu", reason="needs an 8 GiB float32 array "

@@ -155,7 +155,7 @@ def launch_overlap(a, offset, n, stream=None, block_size=256, stamps=None):
     if offset < 0 or n < 0 or offset + n > a.size:
         raise ValueError(f"chunk [{offset}, {offset + n}) is not inside the "
                          f"array of {a.size} elements")
-    grid = _overlap_grid(offset, n, block_size)
+    grid = overlap_grid(offset, n, block_size)
     if stamps is not None:
         _check_stamps(stamps)
     if n == 0:
@@ -168,12 +168,14 @@ def launch_overlap(a, offset, n, stream=None, block_size=256, stamps=None):
                    stream=stream)
 
 
-def _overlap_grid(offset, n, block_size):
-    """Blocks for the chunk. The kernel computes ``offset + n`` and every
-    launched thread's ``i`` in a 32-bit int; the last thread's ``i`` is
-    ``offset + grid * block_size - 1``, past the chunk when ``n`` is not a
-    whole number of blocks. Past 2**31 - 1 it would wrap to a negative
-    ``i``, which passes ``i < offset + n`` and writes before ``a``."""
+def overlap_grid(offset, n, block_size=256):
+    """The blocks `launch_overlap` launches for ``a[offset:offset+n]``, or
+    a ValueError if their indices do not fit the kernel's ``int``: it
+    computes ``offset + n`` and every launched thread's ``i`` in 32 bits,
+    and the last thread's ``i`` is ``offset + grid * block_size - 1``,
+    past the chunk when ``n`` is not a whole number of blocks. Past
+    2**31 - 1 it would wrap to a negative ``i``, which passes
+    ``i < offset + n`` and writes before ``a``."""
     grid = (n + block_size - 1) // block_size
     if offset + grid * block_size > np.iinfo(np.int32).max:
         raise ValueError("overlap_kernel indexes with a 32-bit int, so "
