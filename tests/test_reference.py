@@ -675,6 +675,51 @@ def test_gpu_lane_runs_named_steps_within_its_budget(tmp_path):
                    "tests: skipped, out of time (BUDGET_S)"]
 
 
+def run_gpu_lane(tmp_path, *steps, budget="200"):
+    """tools/gpu/run.sh run from ``tmp_path`` as from a project root."""
+    run = shutil.copy(BOOK.parent / "tools" / "gpu" / "run.sh", tmp_path)
+    env = dict(OUT=str(tmp_path / "out"), BUDGET_S=budget,
+               PATH=os.path.dirname(sys.executable) + os.pathsep
+               + os.environ.get("PATH", ""))
+    return subproc.command(["bash", run, *steps], timeout=180, cwd=tmp_path,
+                           env=env)
+
+
+@pytest.mark.timeout(200)
+def test_gpu_lane_lessons_fail_on_a_changed_checked_output(tmp_path):
+    """The lessons step checks what nbval would, so that the tests step
+    need not run the lessons again: a cell marked NBVAL_CHECK_OUTPUT that
+    prints other than it stored fails the step; an unmarked one does not."""
+    nb = nbformat.v4.new_notebook()
+    stored = [("# NBVAL_CHECK_OUTPUT\nprint(1 + 1)", "2\n"),
+              ("# NBVAL_CHECK_OUTPUT\nprint('new')", "old\n"),
+              ("print('unchecked')", "anything\n")]
+    for source, text in stored:
+        cell = nbformat.v4.new_code_cell(source)
+        cell.outputs = [nbformat.v4.new_output("stream", name="stdout",
+                                               text=text)]
+        nb.cells.append(cell)
+    (tmp_path / "book").mkdir()
+    nbformat.write(nb, str(tmp_path / "book" / "01_lesson.ipynb"))
+    out = run_gpu_lane(tmp_path, "lessons")
+    assert out.returncode == 1, out.stdout + out.stderr
+    assert "unexpected errors: none | checked outputs changed in cells: " \
+        "[1]" in out.stdout, out.stdout
+    ran = nbformat.read(str(tmp_path / "out" / "nb" / "01_lesson.ipynb"), 4)
+    assert ran.cells[1].outputs[0].text == "new\n"
+
+
+def test_gpu_lane_fails_when_the_benchmarks_fail(tmp_path):
+    (tmp_path / "benchmarks").mkdir()
+    (tmp_path / "benchmarks" / "run.py").write_text("raise SystemExit(3)\n")
+    (tmp_path / "benchmarks" / "latest-cpu.json").write_text(
+        json.dumps({"units": {"dispatch_us": "us"}}))
+    out = run_gpu_lane(tmp_path, "bench")
+    log = (tmp_path / "out" / "steps.log").read_text()
+    assert log.startswith("bench: exit 3 in "), log
+    assert out.returncode == 1, out.stdout + out.stderr
+
+
 def test_gpu_rehearsal_runs_the_gpu_branches_on_the_model(tmp_path):
     """tools/gpu/rehearse.py runs a lesson's GPU branch at the model's
     sizes, reports the texts it glues differently, and errors outside

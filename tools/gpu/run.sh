@@ -8,15 +8,20 @@
 # Writes under $OUT (default .gpu/out): pytest.log, the lessons executed
 # with their outputs in nb/, run.json (the device, date and commit of the
 # run), fidelity-gpu.json (benchmarks/fidelity.py's effects measured on
-# this GPU), bench.json and steps.log (each step's time). Then
+# this GPU), bench.json and steps.log (each step's time). The lessons run
+# once: the lessons step checks what nbval would (no unexpected error, the
+# NBVAL_CHECK_OUTPUT cells' outputs as stored), and the tests step runs
+# tests/ alone, not the lessons again. Then
 # `bash tools/gpu/refresh-reference.sh` stores the lessons' numbers and
 # figures as that device's reference, and copies fidelity-gpu.json.
 # BUDGET_S (default 570) caps the whole run: each step's timeout is cut to
 # what is left of it, so a run that must end within 10 minutes (a lent
 # device's limit per command) ends in time, with what it finished kept.
+# A step cut by its timeout is interrupted (SIGINT: pytest still prints
+# its summary, a lesson keeps the cells it ran), and killed 10 s later.
 # Exit status: 0 when every step ran and passed; else pytest's, or 1 when
-# a lesson raised an error it should not have, fidelity.py failed, or a
-# step ran out of time.
+# a lesson raised an error it should not have or changed a checked
+# output, fidelity.py or the benchmarks failed, or a step ran out of time.
 set -u
 steps=("$@")
 [ ${#steps[@]} -eq 0 ] && steps=(all)
@@ -39,6 +44,8 @@ left() { local l=$(( deadline - $(date +%s) - 15 ))
 in_time() { cap=$(left "$2"); [ "$cap" -ge 20 ] && return 0
   echo "$1: skipped, out of time (BUDGET_S)" | tee -a "$OUT/steps.log"; rc=1
   return 1; }
+# capped CAP CMD...: CMD interrupted after CAP s, killed 10 s later (124).
+capped() { timeout -s INT -k 10 "$@"; }
 : > "$OUT/steps.log"
 step_done() { echo "$1: exit $2 in $(( $(date +%s) - $3 )) s" | tee -a "$OUT/steps.log"; }
 if ls .gpu/whl/*.whl >/dev/null 2>&1; then
@@ -61,14 +68,16 @@ if want lessons; then
   for nb in book/0*.ipynb; do
     t=$(date +%s)
     in_time "  $nb" 300 || continue
-    (cd book && timeout "$cap" python3 - "$(basename "$nb")" "$out_abs" <<'PY'
-import os, sys
+    (cd book && capped "$cap" python3 - "$(basename "$nb")" "$out_abs" <<'PY'
+import copy, os, sys
 import nbformat
 from nbclient import NotebookClient
+from nbval.plugin import coalesce_streams
 # Not src.reference's helpers: importing src here would open CUDA in this
 # process too, beside the kernel's.
 name, out = sys.argv[1], sys.argv[2]
 nb = nbformat.read(name, as_version=4)
+stored = copy.deepcopy(nb)
 client = NotebookClient(nb, timeout=240, kernel_name="python3",
                         allow_errors=True, resources={"metadata": {"path": "."}})
 try:
@@ -79,8 +88,27 @@ errors = [(i, o.get("ename"), o.get("evalue", "")[:200])
           for i, cell in enumerate(nb.cells) if cell.cell_type == "code"
           for o in cell.get("outputs", []) if o.get("output_type") == "error"
           and "raises-exception" not in cell.metadata.get("tags", [])]
-print(name, "unexpected errors:", errors or "none")
-sys.exit(1 if errors else 0)
+
+
+def texts(outputs):   # what nbval compares, as tests/test_notebooks.py
+    out = []
+    for o in coalesce_streams(copy.deepcopy(outputs)):
+        if o.output_type == "stream":
+            out.append((o.name, o.text))
+        elif o.output_type in ("execute_result", "display_data"):
+            out.append(("data", o.data.get("text/plain", "")))
+        elif o.output_type == "error":
+            out.append(("error", o.ename))
+    return out
+
+
+changed = [i for i, (ref, cell) in enumerate(zip(stored.cells, nb.cells))
+           if ref.cell_type == "code"
+           and ref.source.lstrip().startswith("# NBVAL_CHECK_OUTPUT")
+           and texts(cell.outputs) != texts(ref.outputs)]
+print(name, "unexpected errors:", errors or "none",
+      "| checked outputs changed in cells:", changed or "none")
+sys.exit(1 if errors or changed else 0)
 PY
     ) 2>&1 | grep -v IPKernelApp
     [ "${PIPESTATUS[0]}" = 0 ] || rc=1
@@ -90,7 +118,7 @@ PY
 fi
 if want fidelity && in_time fidelity 300; then
   t=$(date +%s)
-  timeout "$cap" python3 benchmarks/fidelity.py \
+  capped "$cap" python3 benchmarks/fidelity.py \
     --json "$OUT/fidelity-gpu.json" > "$OUT/fidelity.log" 2>&1
   r=$?; [ $r = 0 ] || rc=1
   step_done fidelity $r "$t"
@@ -98,7 +126,8 @@ if want fidelity && in_time fidelity 300; then
 fi
 if want tests && in_time tests "${TESTS_TIMEOUT:-400}"; then
   t=$(date +%s)
-  timeout "$cap" python3 -m pytest -q -p no:cacheprovider -rfE > "$OUT/pytest.log" 2>&1
+  capped "$cap" python3 -m pytest tests -q -p no:cacheprovider -rfE \
+    > "$OUT/pytest.log" 2>&1
   r=$?; [ $r = 0 ] || rc=$r
   step_done tests $r "$t"
   echo "pytest: $(grep -E '(passed|failed)' "$OUT/pytest.log" | tail -1)"
@@ -106,8 +135,9 @@ if want tests && in_time tests "${TESTS_TIMEOUT:-400}"; then
 fi
 if want bench && in_time bench 300; then
   t=$(date +%s)
-  timeout "$cap" python3 benchmarks/run.py --json "$OUT/bench.json" \
+  capped "$cap" python3 benchmarks/run.py --json "$OUT/bench.json" \
     --only $(python3 -c "import json,subprocess,sys; print(' '.join(k for k in json.load(open('benchmarks/latest-cpu.json'))['units'] if not k.endswith('_s')))" 2>/dev/null) 2>&1 | tail -20
-  step_done bench "${PIPESTATUS[0]}" "$t"
+  r=${PIPESTATUS[0]}; [ "$r" = 0 ] || rc=1
+  step_done bench "$r" "$t"
 fi
 exit $rc
