@@ -72,7 +72,6 @@ if want lessons; then
 import copy, os, sys
 import nbformat
 from nbclient import NotebookClient
-from nbval.plugin import coalesce_streams
 # Not src.reference's helpers: importing src here would open CUDA in this
 # process too, beside the kernel's.
 name, out = sys.argv[1], sys.argv[2]
@@ -91,6 +90,7 @@ errors = [(i, o.get("ename"), o.get("evalue", "")[:200])
 
 
 def texts(outputs):   # what nbval compares, as tests/test_notebooks.py
+    from nbval.plugin import coalesce_streams   # after the lesson is saved
     out = []
     for o in coalesce_streams(copy.deepcopy(outputs)):
         if o.output_type == "stream":
