@@ -720,11 +720,14 @@ def test_gpu_lane_fails_when_the_benchmarks_fail(tmp_path):
     assert out.returncode == 1, out.stdout + out.stderr
 
 
-def test_gpu_rehearsal_runs_the_gpu_branches_on_the_model(tmp_path):
+def test_gpu_rehearsal_runs_the_gpu_branches_on_the_model(tmp_path,
+                                                         monkeypatch):
     """tools/gpu/rehearse.py runs a lesson's GPU branch at the model's
     sizes, reports the texts it glues differently, and errors outside
-    raises-exception cells (by the lesson's own cell index)."""
+    raises-exception cells (by the lesson's own cell index). On the model
+    whatever BOOK_BACKEND says: the GPU lane exports gpu to its tests."""
     rehearse = scripts.load("tools/gpu/rehearse.py")
+    monkeypatch.setenv("BOOK_BACKEND", "gpu")
     nb = nbformat.v4.new_notebook()
     nb.cells = [nbformat.v4.new_code_cell(
         "from myst_nb import glue\nfrom src import BACKEND, cp, pick\n"

@@ -30,9 +30,13 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 BOOK = ROOT / "book"
 
-#: The first cell of each rehearsed copy. ``src.nvml`` is chosen before
-#: BACKEND changes, so the model's stand-in serves the GPU branches.
-PATCH = ("import src\n"
+#: The first cell of each rehearsed copy. The kernel, and the processes
+#: it starts, run on the model whatever BOOK_BACKEND it inherited (the GPU
+#: lane's tests run with gpu); ``src.nvml`` is chosen before BACKEND
+#: changes, so the model's stand-in serves the GPU branches.
+PATCH = ("import os\n"
+         "os.environ['BOOK_BACKEND'] = 'cpu'\n"
+         "import src\n"
          "src.nvml\n"
          "src.BACKEND = 'gpu'\n"
          "src.pick = lambda cpu, gpu: cpu\n")
