@@ -8,6 +8,7 @@ import re
 import shutil
 import subprocess
 import sys
+import tarfile
 from pathlib import Path
 
 import nbformat
@@ -707,6 +708,33 @@ def test_gpu_lane_lessons_fail_on_a_changed_checked_output(tmp_path):
         "[1]" in out.stdout, out.stdout
     ran = nbformat.read(str(tmp_path / "out" / "nb" / "01_lesson.ipynb"), 4)
     assert ran.cells[1].outputs[0].text == "new\n"
+
+
+def test_gpu_lane_packs_its_output_into_one_file(tmp_path):
+    """A lent device returns at most 8 files and a run writes more: with
+    PACK, run.sh packs all of $OUT into one .tgz, and
+    refresh-reference.sh takes that file as its OUT."""
+    pack = tmp_path / "back" / "gpu-out.tgz"
+    run = shutil.copy(BOOK.parent / "tools" / "gpu" / "run.sh", tmp_path)
+    env = dict(OUT=str(tmp_path / "out"), BUDGET_S="0", PACK=str(pack),
+               PATH=os.path.dirname(sys.executable) + os.pathsep
+               + os.environ.get("PATH", ""))
+    out = subproc.command(["bash", run, "tests"], timeout=60, cwd=tmp_path,
+                          env=env)
+    assert f"packed {tmp_path / 'out'} into {pack}" in out.stdout, out.stdout
+    with tarfile.open(pack) as tar:
+        names = tar.getnames()
+        log = tar.extractfile("./steps.log").read().decode()
+    assert {"./nb", "./steps.log"} <= set(names), names
+    assert log == "tests: skipped, out of time (BUDGET_S)\n"
+    refresh = BOOK.parent / "tools" / "gpu" / "refresh-reference.sh"
+    done = subproc.command(["bash", str(refresh)], timeout=60,
+                           env=dict(env, OUT=str(pack)))
+    assert done.returncode == 1 and "no lessons in " in done.stdout \
+        and "run bash .gpu/run.sh lessons first" in done.stdout, done.stdout
+    gone = subproc.command(["bash", str(refresh)], timeout=60,
+                           env=dict(env, OUT=str(tmp_path / "no.tgz")))
+    assert gone.returncode == 1 and "no such file" in gone.stdout
 
 
 def test_gpu_lane_fails_when_the_benchmarks_fail(tmp_path):

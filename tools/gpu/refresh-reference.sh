@@ -2,6 +2,7 @@
 # After a GPU run (`bash .gpu/run.sh` or `bash .gpu/run.sh lessons`), from
 # the project root, on the GPU machine or wherever $OUT was copied:
 #     bash tools/gpu/refresh-reference.sh [--device SLUG] [--commit C] ...
+# ($OUT may also be the .tgz that run.sh packs it into with PACK=...)
 # stores the lessons in $OUT/nb (default .gpu/out/nb), with the device,
 # date and commit in $OUT/run.json, as their device's reference:
 # book/reference/<slug>.json and its figures in book/reference/<slug>/.
@@ -13,6 +14,12 @@ set -euo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
 OUT=${OUT:-.gpu/out}
 case $OUT in /*) ;; *) OUT="$root/$OUT" ;; esac
+# OUT may be the one file a lent device returned (run.sh with PACK=...).
+case $OUT in *.tgz|*.tar.gz)
+  [ -f "$OUT" ] || { echo "no such file: $OUT"; exit 1; }
+  unpacked=$(mktemp -d); trap 'rm -rf "$unpacked"' EXIT
+  tar -C "$unpacked" -xzf "$OUT"; OUT=$unpacked ;;
+esac
 python=${PYTHON:-python3}
 [ -z "${PYTHON:-}" ] && [ -x "$root/.venv/bin/python" ] && python="$root/.venv/bin/python"
 [ -d /tmp/gpu-site ] && export PYTHONPATH=/tmp/gpu-site${PYTHONPATH:+:$PYTHONPATH}

@@ -19,6 +19,11 @@
 # device's limit per command) ends in time, with what it finished kept.
 # A step cut by its timeout is interrupted (SIGINT: pytest still prints
 # its summary, a lesson keeps the cells it ran), and killed 10 s later.
+# PACK=FILE.tgz also packs all of $OUT into that one file at the end (a
+# lent device returns at most 8 files, and a run writes more): there,
+#     PACK="$OUT/gpu-out.tgz" OUT=.gpu/out bash .gpu/run.sh
+# (PACK first: it must name the device's $OUT, before OUT changes), and
+# refresh-reference.sh takes OUT=<where it came back>/gpu-out.tgz.
 # Exit status: 0 when every step ran and passed; else pytest's, or 1 when
 # a lesson raised an error it should not have or changed a checked
 # output, fidelity.py or the benchmarks failed, or a step ran out of time.
@@ -34,6 +39,12 @@ want() { local s; for s in "${steps[@]}"; do
   [ "$s" = all ] || [ "$s" = "$1" ] && return 0; done; return 1; }
 OUT=${OUT:-.gpu/out}
 mkdir -p "$OUT/nb"
+if [ -n "${PACK:-}" ]; then
+  pack_out() { local tmp; tmp=$(mktemp) && tar -C "$OUT" -czf "$tmp" . \
+    && mkdir -p "$(dirname "$PACK")" && mv "$tmp" "$PACK" \
+    && echo "packed $OUT into $PACK" || echo "packing $OUT into $PACK failed"; }
+  trap pack_out EXIT
+fi
 deadline=$(( $(date +%s) + ${BUDGET_S:-570} ))
 # left CAP: seconds a step may take, at most CAP and what the budget leaves
 # (less 15 s to write up); 0 when nothing is left.
