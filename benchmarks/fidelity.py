@@ -1086,16 +1086,23 @@ def load_reference(path=DEFAULT_REFERENCE):
 
 # -- running ------------------------------------------------------------------
 def measure(effects, extra=()):
-    """Run the experiments the effects need, and those named in ``extra``:
-    ``{experiment: numbers}``, and ``{experiment: error text}`` for those
-    that failed."""
+    """Run the experiments named in ``extra`` (the quick calibration ones),
+    then those the effects need: ``{experiment: numbers}``, and
+    ``{experiment: error text}`` for those that failed. An interrupt (a
+    time limit's SIGINT: tools/gpu/run.sh) stops the run there and
+    returns what was measured, so that it is still written."""
     raw, errors = {}, {}
-    for name in dict.fromkeys([e.experiment for e in effects] + list(extra)):
+    for name in dict.fromkeys(list(extra) + [e.experiment for e in effects]):
         t0 = time.perf_counter()
         try:
             raw[name] = EXPERIMENTS[name]()
         except Exception as exc:            # report it, measure the rest
             errors[name] = f"{type(exc).__name__}: {exc}"
+        except KeyboardInterrupt:
+            errors[name] = ("KeyboardInterrupt: interrupted; this and the "
+                            "experiments after it were not measured")
+            free_pools()
+            break
         free_pools()
         print(f"  {name:20s} {time.perf_counter() - t0:6.1f} s",
               file=sys.stderr)

@@ -248,6 +248,28 @@ def test_the_page_is_generated_and_in_the_reference_part(fid):
     assert set(stored["effects"]) == {e.key for e in fid.EFFECTS}
 
 
+def test_an_interrupted_run_keeps_what_it_measured(fid, monkeypatch):
+    """A time limit's SIGINT (tools/gpu/run.sh) ends the measurements, not
+    the run: what was measured before it is returned, and written."""
+    ran = []
+
+    def interrupted():
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(fid, "EXPERIMENTS", {
+        name: (lambda name=name: ran.append(name) or {"x": 1.0})
+        for name in fid.EXPERIMENTS})
+    first, second = fid.EFFECTS[0].experiment, fid.EFFECTS[-1].experiment
+    assert first != second
+    fid.EXPERIMENTS[first] = interrupted
+    raw, errors = fid.measure([fid.EFFECTS[0], fid.EFFECTS[-1]],
+                              fid.CALIBRATION)
+    assert ran == list(fid.CALIBRATION)
+    assert set(raw) == set(fid.CALIBRATION)
+    assert errors == {first: "KeyboardInterrupt: interrupted; this and the "
+                      "experiments after it were not measured"}
+
+
 def test_issue_costs_run_only_with_a_full_run_and_show_on_the_page(
         fid, monkeypatch):
     """`issue_costs` (for calibrate.py) runs with every full run, not with
@@ -258,7 +280,7 @@ def test_issue_costs_run_only_with_a_full_run_and_show_on_the_page(
         name: (lambda name=name: ran.append(name) or {"x": 1.0})
         for name in fid.EXPERIMENTS})
     fid.measure(fid.EFFECTS[:1], fid.CALIBRATION)
-    assert ran == [fid.EFFECTS[0].experiment, *fid.CALIBRATION]
+    assert ran == [*fid.CALIBRATION, fid.EFFECTS[0].experiment]
     assert fid.CALIBRATION == ("issue_costs", "copy_duplex")
     monkeypatch.undo()
 

@@ -18,7 +18,8 @@
 # what is left of it, so a run that must end within 10 minutes (a lent
 # device's limit per command) ends in time, with what it finished kept.
 # A step cut by its timeout is interrupted (SIGINT: pytest still prints
-# its summary, a lesson keeps the cells it ran), and killed 10 s later.
+# its summary, a lesson keeps the cells it ran, fidelity.py writes what it
+# measured), and killed 10 s later.
 # PACK=FILE.tgz also packs all of $OUT into that one file at the end (a
 # lent device returns at most 8 files, and a run writes more): there,
 #     PACK="$OUT/gpu-out.tgz" OUT=.gpu/out bash .gpu/run.sh
