@@ -22,7 +22,7 @@
 # measured), and killed 10 s later.
 # PACK=FILE.tgz also packs all of $OUT into that one file at the end (a
 # lent device returns at most 8 files, and a run writes more): there,
-#     PACK="$OUT/gpu-out.tgz" OUT=.gpu/out bash .gpu/run.sh
+#     PACK="$OUT/gpu-out.tgz" OUT=/tmp/gpu-out bash .gpu/run.sh
 # (PACK first: it must name the device's $OUT, before OUT changes), and
 # refresh-reference.sh takes OUT=<where it came back>/gpu-out.tgz.
 # Exit status: 0 when every step ran and passed; else pytest's, or 1 when
