@@ -359,19 +359,40 @@ def test_harmonic_energy_cuts_large_arrays_into_rows_small_ones_not():
 
 def test_harmonic_energy_reduces_a_tail_only_when_rows_leave_one():
     real = kernels.harmonic_energy.kernel
-    shapes = []
+    shapes, partials = [], []
 
     def counting(x, k, mu, **kw):
         shapes.append(x.shape)
-        return real(x, k, mu, **kw)
+        result = real(x, k, mu, **kw)
+        partials.append(result.shape)
+        return result
     counting.name = real.name
     energy = type(kernels.harmonic_energy)(counting)
     n = 2 * energy.min_row                      # two whole rows, no tail
     assert float(energy(cp.ones(n, cp.float32), 2.0, 0.0)) == n
     assert shapes == [(2, energy.min_row)]
+    assert partials == [(2,)]                   # one partial a row
     shapes.clear()
     assert float(energy(cp.ones(n + 3, cp.float32), 2.0, 0.0)) == n + 3
     assert shapes == [(2, energy.min_row + 1), (1,)]
+
+
+def test_harmonic_energy_twin_holds_a_bounded_block_of_terms():
+    """The twin computes its terms a block at a time (as the GPU does in
+    registers), for the whole array and for rows alike: its host memory
+    does not grow with x."""
+    import tracemalloc
+    twin = twins.lookup("harmonic_energy")
+    x = np.ones(1 << 24, np.float32)                     # 64 MiB
+    for args in [dict(), dict(axis=1)]:
+        arg = x if not args else x.reshape(1 << 10, 1 << 14)
+        tracemalloc.start()
+        try:
+            twin(arg, np.float32(2), np.float32(0), **args)
+            peak = tracemalloc.get_traced_memory()[1]
+        finally:
+            tracemalloc.stop()
+        assert peak < 16 * 2**20, (args, peak)
 
 
 @pytest.mark.timeout(60)
@@ -544,6 +565,7 @@ def test_overlap_grid_keeps_every_launched_threads_index_in_an_int():
     top = np.iinfo(np.int32).max                       # 2**31 - 1
     assert kernels.overlap_grid(top - 256, 256, 256) == 1   # last i: top-1
     assert kernels.overlap_grid(0, 2**28, 256) == 2**20     # the lessons'
+    assert kernels.overlap_grid(0, 513) == 3     # launch_overlap's 256
     for offset, n in [(top - 200, 100), (top - 255, 1), (top, 1),
                       (2**30, 2**30)]:
         with pytest.raises(ValueError, match="below 2\\*\\*31"):

@@ -173,6 +173,19 @@ def test_the_books_kernels_measure_their_start_other_ops_infer_it():
     assert timeline.inferred(tl.ops()) == [copy, cupys]
 
 
+@pytest.mark.timeout(60)
+def test_a_stamp_pair_no_kernel_wrote_leaves_the_start_inferred():
+    # An op can take its pair (a stamping kernel asked for it) and still
+    # have nothing write it, e.g. a launch that failed: the pair keeps
+    # NEVER as its start, and the op's start is inferred, not read from it.
+    s, host, dev, tl = one_stream_after_an_upload()
+    with tl.op(s, "kernel", "asked, never launched"):
+        assert kernels.active_stamps() is not None
+    (_, op) = tl.ops()
+    assert not op.measured
+    assert op.ready <= op.start <= op.end
+
+
 @model_only
 @pytest.mark.timeout(60)
 def test_a_measured_start_is_when_the_kernel_got_the_engine():
@@ -356,6 +369,11 @@ def test_gantt_says_which_starts_are_inferred_and_which_measured():
     matplotlib.pyplot.close(ax.figure)
     mixed = [OPS[0], OPS[1]._replace(measured=True)]
     ax = timeline.gantt(mixed)
+    (tick,) = ax.lines               # the measured start, inside its bar
+    bar = [c for c in ax.collections if c.get_alpha() is None][0]
+    (_, y0), (_, y1) = bar.get_paths()[0].get_extents().get_points()
+    assert list(tick.get_xdata()) == [OPS[1].start] * 2
+    assert sorted(tick.get_ydata()) == pytest.approx([y0, y1])
     texts = legend_texts(ax)
     assert "start measured (kernel's clock)" in texts
     assert "start inferred, not measured" in texts

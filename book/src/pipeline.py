@@ -138,8 +138,8 @@ def kernels_at_once(threads_per_kernel, n_streams, device=None):
     props = cp.cuda.runtime.getDeviceProperties(device)
     if not props.get("concurrentKernels", 0):
         return 1
-    resident = props["multiProcessorCount"] * props.get(
-        "maxThreadsPerMultiProcessor", 2048)
+    resident = (props["multiProcessorCount"]
+                * props["maxThreadsPerMultiProcessor"])
     fit = max(1, resident // max(1, int(threads_per_kernel)))
     return max(1, min(int(n_streams), fit))
 
