@@ -6,32 +6,13 @@ from pathlib import Path
 
 import nbformat
 import pytest
-from nbval.plugin import coalesce_streams
 
 import subproc
+from nbtexts import checked, texts
 
 ROOT = Path(__file__).resolve().parents[1]
 BOOK = ROOT / "book"
 NOTEBOOKS = sorted(BOOK.glob("[0-9][0-9]_*.ipynb"))
-CHECK = "# NBVAL_CHECK_OUTPUT"
-
-
-def checked(cell):
-    return cell.cell_type == "code" and cell.source.lstrip().startswith(CHECK)
-
-
-def texts(outputs):
-    """What nbval compares of a cell's outputs, images aside; streams are
-    merged as nbval merges them (one print may arrive in several pieces)."""
-    out = []
-    for o in coalesce_streams(copy.deepcopy(outputs)):
-        if o.output_type == "stream":
-            out.append((o.name, o.text))
-        elif o.output_type in ("execute_result", "display_data"):
-            out.append(("data", o.data.get("text/plain", "")))
-        elif o.output_type == "error":
-            out.append(("error", o.ename))
-    return out
 
 
 def test_every_lesson_checks_some_outputs():

@@ -701,6 +701,8 @@ def test_gpu_lane_lessons_fail_on_a_changed_checked_output(tmp_path):
                                                text=text)]
         nb.cells.append(cell)
     (tmp_path / "book").mkdir()
+    (tmp_path / "tests").mkdir()
+    shutil.copy(BOOK.parent / "tests" / "nbtexts.py", tmp_path / "tests")
     nbformat.write(nb, str(tmp_path / "book" / "01_lesson.ipynb"))
     out = run_gpu_lane(tmp_path, "lessons")
     assert out.returncode == 1, out.stdout + out.stderr

@@ -95,29 +95,14 @@ try:
     client.execute()
 finally:
     nbformat.write(nb, os.path.join(out, "nb", name))
+sys.path.insert(0, os.path.join("..", "tests"))
+from nbtexts import checked, texts     # after the lesson is saved: nbval
 errors = [(i, o.get("ename"), o.get("evalue", "")[:200])
           for i, cell in enumerate(nb.cells) if cell.cell_type == "code"
           for o in cell.get("outputs", []) if o.get("output_type") == "error"
           and "raises-exception" not in cell.metadata.get("tags", [])]
-
-
-def texts(outputs):   # what nbval compares, as tests/test_notebooks.py
-    from nbval.plugin import coalesce_streams   # after the lesson is saved
-    out = []
-    for o in coalesce_streams(copy.deepcopy(outputs)):
-        if o.output_type == "stream":
-            out.append((o.name, o.text))
-        elif o.output_type in ("execute_result", "display_data"):
-            out.append(("data", o.data.get("text/plain", "")))
-        elif o.output_type == "error":
-            out.append(("error", o.ename))
-    return out
-
-
 changed = [i for i, (ref, cell) in enumerate(zip(stored.cells, nb.cells))
-           if ref.cell_type == "code"
-           and ref.source.lstrip().startswith("# NBVAL_CHECK_OUTPUT")
-           and texts(cell.outputs) != texts(ref.outputs)]
+           if checked(ref) and texts(cell.outputs) != texts(ref.outputs)]
 print(name, "unexpected errors:", errors or "none",
       "| checked outputs changed in cells:", changed or "none")
 sys.exit(1 if errors or changed else 0)
