@@ -1101,9 +1101,9 @@ def measure(effects, extra=()):
         except KeyboardInterrupt:
             errors[name] = ("KeyboardInterrupt: interrupted; this and the "
                             "experiments after it were not measured")
-            free_pools()
             break
-        free_pools()
+        finally:
+            free_pools()
         print(f"  {name:20s} {time.perf_counter() - t0:6.1f} s",
               file=sys.stderr)
     return raw, errors
