@@ -794,3 +794,44 @@ def test_gpu_rehearsal_takes_a_lessons_name_or_its_path(tmp_path):
         rehearse.lesson_path("0")
     with pytest.raises(SystemExit, match="no such notebook"):
         rehearse.lesson_path(str(tmp_path / "missing.ipynb"))
+
+
+def test_execute_tool_rewrites_a_lesson_in_place_and_names_changed_checks(
+        tmp_path):
+    """tools/execute.py runs a notebook in a fresh kernel and writes it
+    back, naming the checked cells whose outputs changed; an error in a
+    cell tagged raises-exception is expected."""
+    execute = scripts.load("tools/execute.py")
+    nb = nbformat.v4.new_notebook()
+    checked = nbformat.v4.new_code_cell("# NBVAL_CHECK_OUTPUT\nprint(6 * 7)")
+    checked.outputs = [nbformat.v4.new_output("stream", text="41\n")]
+    same = nbformat.v4.new_code_cell("# NBVAL_CHECK_OUTPUT\nprint('same')")
+    same.outputs = [nbformat.v4.new_output("stream", text="same\n")]
+    raises = nbformat.v4.new_code_cell("1 / 0")
+    raises.metadata["tags"] = ["raises-exception"]
+    nb.cells = [checked, same, nbformat.v4.new_code_cell("x = 1"), raises]
+    lesson = tmp_path / "lesson.ipynb"
+    nbformat.write(nb, str(lesson))
+    errors, changed = execute.execute(lesson, timeout=120)
+    assert (errors, changed) == ([], [0])
+    stored = nbformat.read(str(lesson), as_version=4)
+    assert stored.cells[0].outputs[0].text == "42\n"
+    assert stored.cells[3].outputs[0].ename == "ZeroDivisionError"
+
+
+def test_execute_tool_leaves_a_lesson_that_fails_as_it_was(tmp_path,
+                                                          capsys,
+                                                          monkeypatch):
+    execute = scripts.load("tools/execute.py")
+    monkeypatch.setenv("BOOK_BACKEND", "cpu")   # main() sets a default
+    monkeypatch.setattr(sys, "path", list(sys.path))
+    nb = nbformat.v4.new_notebook()
+    nb.cells = [nbformat.v4.new_code_cell("print('ran')"),
+                nbformat.v4.new_code_cell("1 / 0")]
+    lesson = tmp_path / "lesson.ipynb"
+    nbformat.write(nb, str(lesson))
+    text = lesson.read_text()
+    assert execute.main([str(lesson), "--timeout", "120"]) == 1
+    assert lesson.read_text() == text
+    assert "not written: errors (cell, name) [(1, 'ZeroDivisionError')]" \
+        in capsys.readouterr().out

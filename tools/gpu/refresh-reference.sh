@@ -41,4 +41,4 @@ fi
 default=$("$python" -m src.reference default)
 echo "the lessons show the reference in book/reference/default-device ($default);"
 echo "to show another one: (cd book && python -m src.reference default SLUG),"
-echo "then execute the lessons again"
+echo "then execute the lessons again: python tools/execute.py"

@@ -19,7 +19,6 @@ rehearse: code that only real CuPy runs (NVML's library, real kernels),
 and the GPU's own numbers; the lessons' ``%globaltimer`` kernels and NVML
 run on the model's stand-ins here.
 """
-import argparse
 import json
 import os
 import sys
@@ -29,6 +28,9 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 BOOK = ROOT / "book"
+sys.path.insert(0, str(ROOT / "tools"))
+from execute import (  # noqa: E402  (tools/execute.py)
+    lesson_path, lessons, lessons_parser)
 
 #: The first cell of each rehearsed copy. The kernel, and the processes
 #: it starts, run on the model whatever BOOK_BACKEND it inherited (the GPU
@@ -67,40 +69,16 @@ def rehearse(path, out_dir, timeout=600):
     return writer.unexpected_errors(executed), changed
 
 
-def lesson_path(name):
-    """The notebook a LESSON argument names: a path to it, or a lesson's
-    name or number in ``book/`` (``05_streams``, ``05``)."""
-    path = Path(name)
-    if path.suffix == ".ipynb":
-        if not path.is_file():
-            raise SystemExit(f"no such notebook: {name}")
-        return path.resolve()
-    found = sorted(BOOK.glob(f"{path.name}*.ipynb"))
-    if len(found) != 1:
-        lessons = ", ".join(p.stem for p in sorted(BOOK.glob("0*.ipynb")))
-        raise SystemExit(f"{name!r} names {len(found)} lessons; the "
-                         f"lessons: {lessons}")
-    return found[0]
-
-
 def main(argv=None):
-    parser = argparse.ArgumentParser(
-        description=__doc__.split("\n\n")[0].strip(),
-        formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("lessons", nargs="*", help="lesson notebooks, or "
-                        "lessons' names (default: book/0*.ipynb)")
+    parser = lessons_parser(__doc__)
     parser.add_argument("--out", default=str(ROOT / ".gpu" / "rehearsal"),
                         help="where the executed copies go")
-    parser.add_argument("--timeout", type=int, default=600,
-                        help="seconds a cell may take")
     args = parser.parse_args(argv)
     os.environ["BOOK_BACKEND"] = "cpu"      # the model, even beside a GPU
     sys.path.insert(0, str(BOOK))
-    lessons = [lesson_path(p) for p in args.lessons] or sorted(
-        BOOK.glob("0*.ipynb"))
     Path(args.out).mkdir(parents=True, exist_ok=True)
     failed = False
-    for path in lessons:
+    for path in lessons(args):
         t = time.time()
         errors, changed = rehearse(path, args.out, args.timeout)
         failed = failed or bool(errors)

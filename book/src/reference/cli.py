@@ -123,7 +123,8 @@ def main(argv=None):
                 print(f"refused: {e}", file=sys.stderr)
                 return 2
             print(f"the book's reference device is now {args.slug}: "
-                  "execute the lessons again to show it")
+                  "execute the lessons again to show it "
+                  "(from the project root: python tools/execute.py)")
             return 0
         elif args.command == "status":
             try:
