@@ -1431,7 +1431,7 @@ def markdown(result):
         f" on {result['machine']['cpus']} CPU cores, Python "
         f"{result['machine']['python']}, in {result['seconds']:g} s; "
         f"regenerate with `{COMMAND}`. \"Stale\" marks a reference whose "
-        "lesson cell has changed since the GPU ran it.",
+        "lesson cell, or code it calls, has changed since the GPU ran it.",
         "",
     ]
     notes = {}

@@ -250,6 +250,41 @@ def test_the_import_command_writes_the_reference_and_shows_its_status(
         "abc1234"
 
 
+def test_mark_stale_marks_values_and_figures_whose_code_changed(
+        monkeypatch, tmp_path, capsys):
+    """A value whose cell is unchanged but whose measured code (in
+    book/src) has changed is marked stale by hand, with the reason, and
+    shows as stale; a name the reference lacks is refused; a new import
+    drops the marks."""
+    run = write_nb(synthetic_lesson(), tmp_path / "run" /
+                   "99_synthetic.ipynb")
+    book = tmp_path / "book"
+    write_nb(synthetic_lesson(), book / "99_synthetic.ipynb")
+    monkeypatch.setattr(R.store, "BOOK", book)
+    monkeypatch.setattr(R.store, "REFERENCE_DIR", tmp_path / "reference")
+    imported = ["import", str(run), "--device", "gpu-x", "--commit",
+                "abc1234", "--date", "2026-11-23"]
+    assert R.main(imported) == 0
+    assert R.lesson_status("99_synthetic", "gpu-x")["ms"] == R.CURRENT
+    assert R.main(["mark-stale", "99_synthetic", "ms", "fig-sweep",
+                   "--why", "the kernel changed", "--device", "gpu-x"]) == 0
+    status = R.lesson_status("99_synthetic", "gpu-x")
+    assert status["ms"] == R.STALE and status["size"] == R.CURRENT
+    capsys.readouterr()
+    R.print_status("gpu-x")
+    out = capsys.readouterr().out
+    assert "  stale: ms\n" in out
+    assert "  marked stale (the kernel changed): ms, figure fig-sweep" in out
+    assert "figures: 0 current, 1 stale" in out
+    assert R.main(["mark-stale", "99_synthetic", "nothing", "--why", "x",
+                   "--device", "gpu-x"]) == 2
+    assert "has no value or figure nothing" in capsys.readouterr().err
+    with pytest.raises(ValueError, match="say why"):
+        R.writer.mark_stale("99_synthetic", ["ms"], " ", "gpu-x")
+    assert R.main(imported) == 0
+    assert R.lesson_status("99_synthetic", "gpu-x")["ms"] == R.CURRENT
+
+
 @pytest.mark.parametrize("code, out, fields", [
     (0, "550.54.15, 5, 16\n", {"driver": "550.54.15",
                                 "link": "PCIe 5.0 x16"}),

@@ -38,8 +38,9 @@ the new reference.
 Each reference value is in one of three states, shown wherever it appears:
 
 * **current**: the code cell that glues it is the one that ran on the GPU;
-* **stale**: that cell has changed since the GPU ran it (the value is
-  shown, marked "stale");
+* **stale**: that cell has changed since the GPU ran it, or the entry is
+  marked stale with its reason, because code the cell calls has changed
+  what it measures (the value is shown, marked "stale");
 * **not captured**: no GPU run has glued it yet.
 
 A few glued values are not measurements (a size the lesson chose, a figure
@@ -54,6 +55,10 @@ From ``book/``, ``python -m src.reference`` writes and checks references:
   those ``tools/gpu/run.sh`` leaves in ``.gpu/out/nb``;
 * ``status``: the default device, and per lesson how many values are
   current, stale, not captured or excluded, and which;
+* ``mark-stale LESSON NAME... --why TEXT``: mark glued values or figures
+  (by name) of a reference stale, with the reason: code in ``book/src``
+  that their cell calls has changed what they measure, which the cell's
+  own fingerprint cannot see (a new capture drops the marks);
 * ``default [SLUG]``: make ``SLUG`` the book's reference device (without
   it: print the default);
 * ``run-info``: this machine's device and software, today's date and

@@ -1,5 +1,5 @@
 """The command line, ``python -m src.reference`` from ``book/``: capture,
-import, status, default and run-info (see `src.reference`)."""
+import, status, mark-stale, default and run-info (see `src.reference`)."""
 import argparse
 import json
 import sys
@@ -8,9 +8,9 @@ from pathlib import Path
 from .machine import RefusedError, run_info
 from .store import (
     NOT_CAPTURED, STALE, STATES, _entries, _read_lesson, _text,
-    current_fingerprints, default_device, fingerprint, load, report,
-    set_default_device)
-from .writer import _shown_path, capture, import_notebooks
+    current_fingerprints, default_device, figure_stale, fingerprint, load,
+    report, set_default_device)
+from .writer import _shown_path, capture, import_notebooks, mark_stale
 
 
 def print_status(device=None, out=None, book=None, root=None):
@@ -32,6 +32,16 @@ def print_status(device=None, out=None, book=None, root=None):
                 print(f"  {state}: {', '.join(sorted(states[state]))}",
                       file=out)
         part = reference.get("lessons", {}).get(lesson, {})
+        marked = {}
+        for key, entry in sorted(_entries(reference, lesson).items()):
+            if entry.get("stale"):
+                marked.setdefault(entry["stale"], []).append(key)
+        for fig in part.get("figures", []):
+            if fig.get("stale"):
+                marked.setdefault(fig["stale"], []).append(
+                    f"figure {fig.get('name')}")
+        for why, names in marked.items():
+            print(f"  marked stale ({why}): {', '.join(names)}", file=out)
         gone = sorted(set(_entries(reference, lesson))
                       - set(current_fingerprints(lesson, book)))
         if gone:
@@ -42,7 +52,7 @@ def print_status(device=None, out=None, book=None, root=None):
             now = {fingerprint(_text(c["source"])) for c in
                    (_read_lesson(lesson, book) or {"cells": []})["cells"]
                    if c["cell_type"] == "code"}
-            stale = [f["file"] for f in figs if f.get("cell") not in now]
+            stale = [f["file"] for f in figs if figure_stale(f, now)]
             print(f"  figures: {len(figs) - len(stale)} current, "
                   f"{len(stale)} stale", file=out)
 
@@ -95,6 +105,17 @@ def main(argv=None):
                         "captured and excluded values")
     st.add_argument("--device", help="slug of the reference to check "
                     "(default: the book's, see `default`)")
+    mark = sub.add_parser("mark-stale", help="mark glued values or figures "
+                          "of a reference stale, with the reason: code "
+                          "their cell calls has changed what they measure")
+    mark.add_argument("lesson", metavar="LESSON", help="e.g. 02_memory")
+    mark.add_argument("names", metavar="NAME", nargs="+",
+                      help="a glued key, or a figure's name")
+    mark.add_argument("--why", required=True, help="the reason, shown by "
+                      "`status`, e.g. 'measured with the one-block "
+                      "harmonic_energy, replaced since'")
+    mark.add_argument("--device", help="slug of the reference (default: "
+                      "the book's)")
     dft = sub.add_parser("default", help="make SLUG (book/reference/"
                          "SLUG.json) the reference the lessons show; "
                          "execute them again after")
@@ -113,6 +134,17 @@ def main(argv=None):
                 args.notebooks, args.device, args.commit, args.date,
                 args.run_info, args.allow_model, args.allow_errors,
                 args.replace, source=args.source)
+        elif args.command == "mark-stale":
+            try:
+                path = mark_stale(args.lesson, args.names, args.why,
+                                  args.device)
+            except ValueError as e:
+                print(f"refused: {e}", file=sys.stderr)
+                return 2
+            print(f"marked stale in {_shown_path(path)}: "
+                  f"{', '.join(args.names)}; execute {args.lesson} again "
+                  "to show it")
+            return 0
         elif args.command == "default":
             if args.slug is None:
                 print(default_device())

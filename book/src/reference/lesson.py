@@ -244,7 +244,7 @@ def compare_table(device_name, date, commit, rows):
     head = (f"<p><b>This run beside the {escape(device_name)}</b> "
             f"(reference captured {escape(str(date))}, commit "
             f"{escape(str(commit))}; <i>stale</i>: the cell that measures "
-            "it has changed since).</p>")
+            "it, or code it calls, has changed since).</p>")
     body = "".join(
         f'<tr data-key="{escape(k)}"><td><code>{escape(k)}</code></td>'
         f"<td>{escape(a)}</td><td>{escape(b)}</td>"

@@ -228,12 +228,21 @@ def _literal_keys(source):
 
 def status_of(entry, now):
     """State of a reference ``entry`` (or None) given the fingerprint of
-    the cell that glues it now (or None)."""
+    the cell that glues it now (or None): stale when that cell changed, or
+    when the entry is marked ``"stale"`` (with the reason: see
+    `writer.mark_stale`)."""
     if entry is None:
         return NOT_CAPTURED
-    if now is not None and entry.get("cell") == now:
+    if now is not None and entry.get("cell") == now \
+            and not entry.get("stale"):
         return CURRENT
     return STALE
+
+
+def figure_stale(figure, now):
+    """Whether a reference ``figure`` is stale, given the fingerprints of
+    the lesson's code cells now."""
+    return figure.get("cell") not in now or bool(figure.get("stale"))
 
 
 def _entries(reference, lesson):

@@ -139,6 +139,31 @@ def write(reference, device=None, root=None):
     return path
 
 
+def mark_stale(lesson, names, why, device=None, root=None):
+    """Mark the glued values or figures ``names`` of ``lesson`` in the
+    reference of ``device`` stale, for the reason ``why``: code that their
+    cell calls (in ``book/src``) has changed what they measure since the
+    GPU ran it, which the cell's fingerprint cannot see. A new capture or
+    import of the lesson writes fresh entries, without the mark. Returns
+    the reference's path; ValueError for a name the lesson's reference
+    lacks, or no reason."""
+    if not why or not why.strip():
+        raise ValueError("say why the values are stale (--why)")
+    reference = store.load(device, root)
+    part = reference.get("lessons", {}).get(lesson)
+    if part is None:
+        raise ValueError(f"the reference has no lesson {lesson!r}")
+    entries = {**part.get("data", {}), **part.get("values", {})}
+    figures = {f.get("name"): f for f in part.get("figures", [])}
+    unknown = [n for n in names if n not in entries and n not in figures]
+    if unknown:
+        raise ValueError(f"{lesson}'s reference has no value or figure "
+                         f"{', '.join(unknown)}")
+    for name in names:
+        (entries.get(name) or figures[name])["stale"] = why.strip()
+    return write(reference, device, root)
+
+
 def _check_errors(notebooks, allow_errors):
     failed = {lesson: errs for lesson, nb in notebooks.items()
               if (errs := unexpected_errors(nb))}
