@@ -233,16 +233,22 @@ def test_import_reads_the_run_beside_the_notebooks(tmp_path):
                              "cupy": "14.2.0"}
 
 
-def test_the_import_command_writes_the_reference_and_shows_its_status(
-        monkeypatch, tmp_path, capsys):
+def synthetic_book(monkeypatch, tmp_path):
+    """The synthetic lesson as the book's only lesson, and as run on a GPU;
+    returns the `import` command that stores that run as ``gpu-x``."""
     run = write_nb(synthetic_lesson(), tmp_path / "run" /
                    "99_synthetic.ipynb")
     book = tmp_path / "book"
     write_nb(synthetic_lesson(), book / "99_synthetic.ipynb")
     monkeypatch.setattr(R.store, "BOOK", book)
     monkeypatch.setattr(R.store, "REFERENCE_DIR", tmp_path / "reference")
-    assert R.main(["import", str(run), "--device", "gpu-x", "--commit",
-                   "abc1234", "--date", "2026-11-23"]) == 0
+    return ["import", str(run), "--device", "gpu-x", "--commit", "abc1234",
+            "--date", "2026-11-23"]
+
+
+def test_the_import_command_writes_the_reference_and_shows_its_status(
+        monkeypatch, tmp_path, capsys):
+    assert R.main(synthetic_book(monkeypatch, tmp_path)) == 0
     out = capsys.readouterr().out
     assert "wrote" in out and "gpu-x.json" in out
     assert "reference gpu-x: NVIDIA H200, captured 2026-11-23" in out
@@ -256,14 +262,7 @@ def test_mark_stale_marks_values_and_figures_whose_code_changed(
     book/src) has changed is marked stale by hand, with the reason, and
     shows as stale; a name the reference lacks is refused; a new import
     drops the marks."""
-    run = write_nb(synthetic_lesson(), tmp_path / "run" /
-                   "99_synthetic.ipynb")
-    book = tmp_path / "book"
-    write_nb(synthetic_lesson(), book / "99_synthetic.ipynb")
-    monkeypatch.setattr(R.store, "BOOK", book)
-    monkeypatch.setattr(R.store, "REFERENCE_DIR", tmp_path / "reference")
-    imported = ["import", str(run), "--device", "gpu-x", "--commit",
-                "abc1234", "--date", "2026-11-23"]
+    imported = synthetic_book(monkeypatch, tmp_path)
     assert R.main(imported) == 0
     assert R.lesson_status("99_synthetic", "gpu-x")["ms"] == R.CURRENT
     assert R.main(["mark-stale", "99_synthetic", "ms", "fig-sweep",
