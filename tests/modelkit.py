@@ -31,6 +31,18 @@ def compute_engine_busy(device_id=0):
     return _device._state(device_id).compute.locked()
 
 
+def globaltimer_inside(start, end, reads=3):
+    """What ``reads`` reads of ``%globaltimer`` give inside a booked item
+    whose work spans ``[start, end]`` on the device clock (in seconds), as
+    a stream's worker sets it up around the item's kernel twin."""
+    from src.cpudevice._clock import _running
+    _running.span = [start, end, 0]
+    try:
+        return [hardware.globaltimer_ns() for _ in range(reads)]
+    finally:
+        _running.span = None
+
+
 def pinned_bytes_in_use():
     """Bytes of page-locked host memory allocated and not yet freed."""
     return _pinned._pinned_bytes_in_use()

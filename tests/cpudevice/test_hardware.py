@@ -22,7 +22,7 @@ from src.timeline import Timeline
 pytestmark = pytest.mark.skipif(BACKEND != "cpu",
                                 reason="checks the CPU device model")
 if BACKEND == "cpu":
-    from modelkit import hardware
+    from modelkit import globaltimer_inside, hardware
 
 SLOW = 100              # every device cost 100 times as long
 H100 = {"pinned_pageable": 5.98, "copy_kernel": 14.5, "v1": 1.20,
@@ -128,6 +128,40 @@ def test_another_profile_is_chosen_with_book_cpu_profile(tmp_path):
                                   "profile)", "1"], out.stderr
 
 
+def test_the_profiles_rates_are_read_in_the_units_their_keys_name():
+    """A kernel of F x 10^12 x 2 flops on a profile of F TFLOPS works 2 s,
+    one moving B x 10^9 x 2 bytes at B GB/s too, and so do a pinned copy at
+    the link's GB/s and pageable staging at the host's: exactly, as the
+    units say (the times the book compares with a GPU's rest on them)."""
+    prof = hardware.profile
+    kern, copy = prof.data["kernel"], prof.data["copy"]
+    two = pytest.approx(2.0, rel=1e-15)
+    assert prof.kernel_cost(flops=2e12 * kern["flops_tflops"])[1] == two
+    assert prof.kernel_cost(nbytes=2e9 * kern["memory_gbps"])[1] == two
+    assert prof.copy_cost(2e9 * copy["h2d_pinned_gbps"], "H2D")[1] == two
+    assert prof.copy_cost(2e9 * copy["d2h_pinned_gbps"], "D2H")[1] == two
+    assert prof.stage_cost(
+        2e9 * prof.data["host"]["pageable_stage_gbps"]) == two
+
+
+def test_a_profile_scaled_only_in_its_copies_keeps_its_kernels():
+    """``scaled(copies=10)``: copies (latency, bandwidth, pageable staging)
+    ten times as fast; kernels, launches and the host's costs as they
+    were (the default ``time`` leaves every device time alone)."""
+    prof = hardware.profile
+    fast = prof.scaled(copies=10)
+    n = 1 << 20
+    assert fast.kernel_cost(n, 1e9) == prof.kernel_cost(n, 1e9)
+    assert fast.graph_launch_s == prof.graph_launch_s
+    for direction in ("H2D", "D2H"):
+        lat, work = prof.copy_cost(n, direction)
+        assert fast.copy_cost(n, direction) == (pytest.approx(lat / 10),
+                                                pytest.approx(work / 10))
+    assert fast.stage_cost(n) == pytest.approx(prof.stage_cost(n) / 10)
+    assert fast.issue == prof.issue
+    assert fast.module_load_s == prof.module_load_s
+
+
 def test_device_time_follows_the_cost_model(profile):
     profile()
     prof = hardware.profile
@@ -161,6 +195,14 @@ def test_a_kernels_globaltimer_reads_its_modelled_work_not_the_cpus(
         3 * a.nbytes, 0, a.size, "overlap_kernel")
     assert span_ms == pytest.approx(work * 1e3, rel=1e-3)
     assert span_ms <= cp.cuda.get_elapsed_time(start, end)
+
+
+def test_globaltimer_reads_a_kernels_work_in_nanoseconds():
+    """Inside a booked kernel the first read of %globaltimer gives the
+    start of its work and every later read its end, in nanoseconds of the
+    device clock: exactly, as a GPU's timer counts them."""
+    assert globaltimer_inside(1.5, 2.25) == [1_500_000_000, 2_250_000_000,
+                                             2_250_000_000]
 
 
 @pytest.mark.timeout(120)
