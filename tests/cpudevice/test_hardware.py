@@ -22,7 +22,8 @@ from src.timeline import Timeline
 pytestmark = pytest.mark.skipif(BACKEND != "cpu",
                                 reason="checks the CPU device model")
 if BACKEND == "cpu":
-    from modelkit import globaltimer_inside, hardware
+    from modelkit import (compute_engine_busy, globaltimer_inside,
+                          hardware)
 
 SLOW = 100              # every device cost 100 times as long
 H100 = {"pinned_pageable": 5.98, "copy_kernel": 14.5, "v1": 1.20,
@@ -410,6 +411,68 @@ def test_a_failed_worker_frees_only_what_its_dropped_work_held(monkeypatch):
     other.synchronize()
     del s, gate
     gc.collect()
+
+
+REAL_TIME_AFTER = """
+import os
+from modelkit import Gate, wait_until
+from src import cp
+
+
+def runs(same_stream):
+    s = cp.cuda.Stream(non_blocking=True)
+    with s:
+        x = cp.zeros(4, cp.float32)
+    s.synchronize()
+    stream_gate = Gate().hold_stream(s)
+    with s:
+        x += 1                  # booked by the worker, after the gate
+    behind = s if same_stream else cp.cuda.Stream(non_blocking=True)
+    if not same_stream:
+        behind.wait_event(s.record())
+    engine_gate = Gate().hold_engine(behind)
+    end = behind.record()
+    engine_gate.open()
+    stream_gate.open()
+    return (wait_until(lambda: end.done, timeout=10)
+            and x.get().tolist() == [1.0] * 4)
+
+
+print(runs(True), runs(False), flush=True)
+os._exit(0)                     # a stuck worker is not joined
+"""
+
+
+def test_a_kernel_never_waits_for_a_real_time_kernel_issued_after_it():
+    """A real-time kernel holds the compute engine from its issue against
+    the kernels issued after it, not those issued before: a kernel left
+    unbooked behind a host function, then a real-time kernel queued behind
+    it (on its stream, or on one that waits for it), both run. (Waiting
+    for the later one, which waits for it, never ended: in a process of
+    its own, so that such a hang fails this test alone.)"""
+    out = subproc.run_code(REAL_TIME_AFTER, backend="cpu", timeout=60)
+    assert out.stdout.split() == ["True", "True"], out.stderr
+
+
+@pytest.mark.timeout(60)
+def test_an_engine_is_locked_while_real_time_work_holds_it():
+    """`compute_engine_busy`, which the tests of ordering wait on, reads
+    the engine: free when nothing holds it, locked by a real-time kernel
+    issued behind a held stream (it holds the engine before it runs), free
+    again once that kernel has run."""
+    assert not hardware.Engine("spare").locked()
+    s = cp.cuda.Stream(non_blocking=True)
+    cp.cuda.Device().synchronize()
+    assert not compute_engine_busy()
+    stream_gate = Gate().hold_stream(s)
+    engine_gate = Gate().hold_engine(s)         # issued, not yet running
+    try:
+        assert compute_engine_busy()
+    finally:
+        stream_gate.open()
+        engine_gate.open()
+    s.synchronize()
+    assert not compute_engine_busy()
 
 
 def test_an_operand_used_twice_is_read_once(profile):

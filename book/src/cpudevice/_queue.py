@@ -31,7 +31,7 @@ class Item:
     """One operation in a queue, and its times on the device clock."""
 
     __slots__ = ("q", "seq", "kind", "engine", "fn", "deps", "issued",
-                 "lag", "latency", "work", "real", "start", "end")
+                 "lag", "latency", "work", "real", "start", "end", "ticket")
 
     def __init__(self, q, kind, engine, fn, deps, latency, work, real):
         self.q, self.kind, self.engine, self.fn = q, kind, engine, fn
@@ -42,6 +42,7 @@ class Item:
         self.issued = h.v if h.depth else time.perf_counter() - h.lag
         self.seq = 0
         self.start = self.end = None
+        self.ticket = 0     # its engine's `issued` at its issue (`hold`)
 
     def done(self):
         """Really finished, and past its modelled end (in the view of the
@@ -156,9 +157,10 @@ class Queue:
         if legacy:
             item.deps = list(deps) + legacy
         if real and engine is not None:
-            with engine.lock:
-                engine.held += 1        # the engine is its until it has run
+            item.ticket = engine.hold()     # the engine is its till it has run
         else:
+            if engine is not None:
+                item.ticket = engine.issued
             self._book(item)
         with self.lock:
             if self.closed:
@@ -361,7 +363,7 @@ class Queue:
                 item.end = self._run_timed(item, ready)
             else:
                 if item.engine is not None and item.engine.held:
-                    item.engine.wait_free()
+                    item.engine.wait_free(item.ticket)
                 item.start = ready
                 item.end = self._schedule(item, ready)
                 self._call(item.fn, item.engine, item)
@@ -416,9 +418,7 @@ class Queue:
         """A real-time item has run (or never will): free its engine."""
         engine = item.engine
         if item.real and engine is not None:
-            with engine.lock:
-                engine.held -= 1
-                engine.freed.notify_all()
+            engine.release(item.ticket)
 
     def _call(self, fn, engine, item=None):
         if engine is not None:
