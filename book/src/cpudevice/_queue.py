@@ -59,7 +59,6 @@ class Capture:
     def __init__(self, origin):
         self.origin = origin
         self.nodes = []
-        self.ids = set()            # id() of every node, to test membership
         self.tails = {}             # queue -> its last node in the capture
         self.queues = [origin]      # the origin, then each forked stream
         self.error = None           # why the capture is invalidated
@@ -73,12 +72,8 @@ class Capture:
         item.deps = ([prev] if prev is not None else []) + list(
             item.deps or ())
         self.nodes.append(item)
-        self.ids.add(id(item))
         self.tails[q] = item
         return item
-
-    def holds(self, item):
-        return item is not None and id(item) in self.ids
 
     def unjoined(self):
         """The forked queues whose last node the origin's last node does not
