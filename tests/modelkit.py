@@ -67,6 +67,26 @@ def fresh_staging():
     return _Staging()
 
 
+def host_copy_calls(dst, src):
+    """Copy ``src`` into ``dst`` as the model's host<->device copies do
+    their real work (``_copies._copy``); return how many ``numpy.copyto``
+    calls it made (one, or one per piece)."""
+    import types
+    from src.cpudevice import _copies
+    calls = []
+
+    def copyto(d, s):
+        calls.append(d.nbytes)
+        numpy.copyto(d, s)
+    real = _copies.numpy
+    _copies.numpy = types.SimpleNamespace(copyto=copyto, uint8=numpy.uint8)
+    try:
+        _copies._copy(dst, src)
+    finally:
+        _copies.numpy = real
+    return len(calls)
+
+
 def timeline_slots():
     """How many stamps one timeline buffer holds before it grows."""
     return timeline._SLOTS
