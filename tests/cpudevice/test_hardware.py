@@ -475,6 +475,53 @@ def test_an_engine_is_locked_while_real_time_work_holds_it():
     assert not compute_engine_busy()
 
 
+LOST_REAL_TIME = """
+import os
+import threading
+import time
+from modelkit import Gate, wait_until
+from src import cp
+
+real = time.perf_counter
+
+
+def broken():
+    if threading.current_thread().name.startswith("cpudevice-"):
+        raise RuntimeError("clock broke")
+    return real()
+
+
+s, other = (cp.cuda.Stream(non_blocking=True) for _ in range(2))
+x = cp.zeros(4, cp.float32)
+cp.cuda.Device().synchronize()
+time.perf_counter = broken
+s.launch_host_func(lambda _: None, None)    # the worker reads the clock
+try:
+    s.synchronize()
+    failed = None
+except Exception as e:
+    failed = type(e).__name__
+time.perf_counter = real
+Gate().hold_engine(s).open()        # a real-time kernel, lost at once
+with other:
+    y = x + 1
+end = other.record()
+print(failed, wait_until(lambda: end.done, timeout=10)
+      and y.get().tolist() == [1.0] * 4, flush=True)
+os._exit(0)                     # a stuck worker is not joined
+"""
+
+
+def test_a_real_time_kernel_lost_on_a_failed_stream_holds_no_engine():
+    """Work queued on a stream whose worker failed is lost at once (the
+    next wait says so): a real-time kernel among it gives its engine back
+    there, so other streams' kernels still run. (It kept the engine held
+    for ever: in a process of its own, so that such a hang fails this
+    test alone.)"""
+    out = subproc.run_code(LOST_REAL_TIME, backend="cpu", timeout=60)
+    assert out.stdout.split() == ["WorkerError", "True"], out.stderr
+
+
 def test_an_operand_used_twice_is_read_once(profile):
     # x + x reads x once and writes the result: 2 * nbytes, what the
     # profile's memory bandwidth was calibrated on (x + x on the H100).

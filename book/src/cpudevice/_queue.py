@@ -167,6 +167,7 @@ class Queue:
                 item.fn = item.deps = None
                 item.start = item.end = item.issued
                 self.completed = item.seq
+                self._release(item)
                 return item
             self.items.append(item)
             if self.thread is None:
