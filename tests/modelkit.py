@@ -31,6 +31,18 @@ def compute_engine_busy(device_id=0):
     return _device._state(device_id).compute.locked()
 
 
+def globaltimer_inside(start, end, reads=3):
+    """What ``reads`` reads of ``%globaltimer`` give inside a booked item
+    whose work spans ``[start, end]`` on the device clock (in seconds), as
+    a stream's worker sets it up around the item's kernel twin."""
+    from src.cpudevice._clock import _running
+    _running.span = [start, end, 0]
+    try:
+        return [hardware.globaltimer_ns() for _ in range(reads)]
+    finally:
+        _running.span = None
+
+
 def pinned_bytes_in_use():
     """Bytes of page-locked host memory allocated and not yet freed."""
     return _pinned._pinned_bytes_in_use()
@@ -53,6 +65,26 @@ def fresh_staging():
     ``free``), apart from the one the copies use."""
     from src.cpudevice._copies import _Staging
     return _Staging()
+
+
+def host_copy_calls(dst, src):
+    """Copy ``src`` into ``dst`` as the model's host<->device copies do
+    their real work (``_copies._copy``); return how many ``numpy.copyto``
+    calls it made (one, or one per piece)."""
+    import types
+    from src.cpudevice import _copies
+    calls = []
+
+    def copyto(d, s):
+        calls.append(d.nbytes)
+        numpy.copyto(d, s)
+    real = _copies.numpy
+    _copies.numpy = types.SimpleNamespace(copyto=copyto, uint8=numpy.uint8)
+    try:
+        _copies._copy(dst, src)
+    finally:
+        _copies.numpy = real
+    return len(calls)
 
 
 def timeline_slots():

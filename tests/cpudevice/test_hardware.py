@@ -22,7 +22,8 @@ from src.timeline import Timeline
 pytestmark = pytest.mark.skipif(BACKEND != "cpu",
                                 reason="checks the CPU device model")
 if BACKEND == "cpu":
-    from modelkit import hardware
+    from modelkit import (compute_engine_busy, globaltimer_inside,
+                          hardware)
 
 SLOW = 100              # every device cost 100 times as long
 H100 = {"pinned_pageable": 5.98, "copy_kernel": 14.5, "v1": 1.20,
@@ -128,6 +129,40 @@ def test_another_profile_is_chosen_with_book_cpu_profile(tmp_path):
                                   "profile)", "1"], out.stderr
 
 
+def test_the_profiles_rates_are_read_in_the_units_their_keys_name():
+    """A kernel of F x 10^12 x 2 flops on a profile of F TFLOPS works 2 s,
+    one moving B x 10^9 x 2 bytes at B GB/s too, and so do a pinned copy at
+    the link's GB/s and pageable staging at the host's: exactly, as the
+    units say (the times the book compares with a GPU's rest on them)."""
+    prof = hardware.profile
+    kern, copy = prof.data["kernel"], prof.data["copy"]
+    two = pytest.approx(2.0, rel=1e-15)
+    assert prof.kernel_cost(flops=2e12 * kern["flops_tflops"])[1] == two
+    assert prof.kernel_cost(nbytes=2e9 * kern["memory_gbps"])[1] == two
+    assert prof.copy_cost(2e9 * copy["h2d_pinned_gbps"], "H2D")[1] == two
+    assert prof.copy_cost(2e9 * copy["d2h_pinned_gbps"], "D2H")[1] == two
+    assert prof.stage_cost(
+        2e9 * prof.data["host"]["pageable_stage_gbps"]) == two
+
+
+def test_a_profile_scaled_only_in_its_copies_keeps_its_kernels():
+    """``scaled(copies=10)``: copies (latency, bandwidth, pageable staging)
+    ten times as fast; kernels, launches and the host's costs as they
+    were (the default ``time`` leaves every device time alone)."""
+    prof = hardware.profile
+    fast = prof.scaled(copies=10)
+    n = 1 << 20
+    assert fast.kernel_cost(n, 1e9) == prof.kernel_cost(n, 1e9)
+    assert fast.graph_launch_s == prof.graph_launch_s
+    for direction in ("H2D", "D2H"):
+        lat, work = prof.copy_cost(n, direction)
+        assert fast.copy_cost(n, direction) == (pytest.approx(lat / 10),
+                                                pytest.approx(work / 10))
+    assert fast.stage_cost(n) == pytest.approx(prof.stage_cost(n) / 10)
+    assert fast.issue == prof.issue
+    assert fast.module_load_s == prof.module_load_s
+
+
 def test_device_time_follows_the_cost_model(profile):
     profile()
     prof = hardware.profile
@@ -161,6 +196,14 @@ def test_a_kernels_globaltimer_reads_its_modelled_work_not_the_cpus(
         3 * a.nbytes, 0, a.size, "overlap_kernel")
     assert span_ms == pytest.approx(work * 1e3, rel=1e-3)
     assert span_ms <= cp.cuda.get_elapsed_time(start, end)
+
+
+def test_globaltimer_reads_a_kernels_work_in_nanoseconds():
+    """Inside a booked kernel the first read of %globaltimer gives the
+    start of its work and every later read its end, in nanoseconds of the
+    device clock: exactly, as a GPU's timer counts them."""
+    assert globaltimer_inside(1.5, 2.25) == [1_500_000_000, 2_250_000_000,
+                                             2_250_000_000]
 
 
 @pytest.mark.timeout(120)
@@ -368,6 +411,115 @@ def test_a_failed_worker_frees_only_what_its_dropped_work_held(monkeypatch):
     other.synchronize()
     del s, gate
     gc.collect()
+
+
+REAL_TIME_AFTER = """
+import os
+from modelkit import Gate, wait_until
+from src import cp
+
+
+def runs(same_stream):
+    s = cp.cuda.Stream(non_blocking=True)
+    with s:
+        x = cp.zeros(4, cp.float32)
+    s.synchronize()
+    stream_gate = Gate().hold_stream(s)
+    with s:
+        x += 1                  # booked by the worker, after the gate
+    behind = s if same_stream else cp.cuda.Stream(non_blocking=True)
+    if not same_stream:
+        behind.wait_event(s.record())
+    engine_gate = Gate().hold_engine(behind)
+    end = behind.record()
+    engine_gate.open()
+    stream_gate.open()
+    return (wait_until(lambda: end.done, timeout=10)
+            and x.get().tolist() == [1.0] * 4)
+
+
+print(runs(True), runs(False), flush=True)
+os._exit(0)                     # a stuck worker is not joined
+"""
+
+
+def test_a_kernel_never_waits_for_a_real_time_kernel_issued_after_it():
+    """A real-time kernel holds the compute engine from its issue against
+    the kernels issued after it, not those issued before: a kernel left
+    unbooked behind a host function, then a real-time kernel queued behind
+    it (on its stream, or on one that waits for it), both run. (Waiting
+    for the later one, which waits for it, never ended: in a process of
+    its own, so that such a hang fails this test alone.)"""
+    out = subproc.run_code(REAL_TIME_AFTER, backend="cpu", timeout=60)
+    assert out.stdout.split() == ["True", "True"], out.stderr
+
+
+@pytest.mark.timeout(60)
+def test_an_engine_is_locked_while_real_time_work_holds_it():
+    """`compute_engine_busy`, which the tests of ordering wait on, reads
+    the engine: free when nothing holds it, locked by a real-time kernel
+    issued behind a held stream (it holds the engine before it runs), free
+    again once that kernel has run."""
+    assert not hardware.Engine("spare").locked()
+    s = cp.cuda.Stream(non_blocking=True)
+    cp.cuda.Device().synchronize()
+    assert not compute_engine_busy()
+    stream_gate = Gate().hold_stream(s)
+    engine_gate = Gate().hold_engine(s)         # issued, not yet running
+    try:
+        assert compute_engine_busy()
+    finally:
+        stream_gate.open()
+        engine_gate.open()
+    s.synchronize()
+    assert not compute_engine_busy()
+
+
+LOST_REAL_TIME = """
+import os
+import threading
+import time
+from modelkit import Gate, wait_until
+from src import cp
+
+real = time.perf_counter
+
+
+def broken():
+    if threading.current_thread().name.startswith("cpudevice-"):
+        raise RuntimeError("clock broke")
+    return real()
+
+
+s, other = (cp.cuda.Stream(non_blocking=True) for _ in range(2))
+x = cp.zeros(4, cp.float32)
+cp.cuda.Device().synchronize()
+time.perf_counter = broken
+s.launch_host_func(lambda _: None, None)    # the worker reads the clock
+try:
+    s.synchronize()
+    failed = None
+except Exception as e:
+    failed = type(e).__name__
+time.perf_counter = real
+Gate().hold_engine(s).open()        # a real-time kernel, lost at once
+with other:
+    y = x + 1
+end = other.record()
+print(failed, wait_until(lambda: end.done, timeout=10)
+      and y.get().tolist() == [1.0] * 4, flush=True)
+os._exit(0)                     # a stuck worker is not joined
+"""
+
+
+def test_a_real_time_kernel_lost_on_a_failed_stream_holds_no_engine():
+    """Work queued on a stream whose worker failed is lost at once (the
+    next wait says so): a real-time kernel among it gives its engine back
+    there, so other streams' kernels still run. (It kept the engine held
+    for ever: in a process of its own, so that such a hang fails this
+    test alone.)"""
+    out = subproc.run_code(LOST_REAL_TIME, backend="cpu", timeout=60)
+    assert out.stdout.split() == ["WorkerError", "True"], out.stderr
 
 
 def test_an_operand_used_twice_is_read_once(profile):

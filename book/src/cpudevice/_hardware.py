@@ -73,11 +73,33 @@ class Engine:
         self.ends = []
         self.running = 0        # operations whose real work runs now
         self.held = 0           # real-time operations issued, not yet run
+        self.holds = set()      # their issue numbers
+        self.issued = 0         # real-time operations ever issued
 
-    def wait_free(self):
-        """Wait (really) until no real-time operation holds the engine."""
+    def hold(self):
+        """A real-time operation is issued: it holds the engine until it
+        has run (`release`). Returns its issue number."""
+        with self.lock:
+            n = self.issued
+            self.issued += 1
+            self.holds.add(n)
+            self.held += 1
+            return n
+
+    def release(self, n):
+        with self.lock:
+            self.holds.discard(n)
+            self.held -= 1
+            self.freed.notify_all()
+
+    def wait_free(self, before):
+        """Wait (really) until no real-time operation issued before the
+        caller's (``before``: `issued` when it was issued) holds the engine.
+        One issued after it may be queued behind it: waiting for that one
+        would never end."""
         with self.freed:
-            self.freed.wait_for(lambda: self.held == 0)
+            self.freed.wait_for(
+                lambda: not self.holds or min(self.holds) >= before)
 
     def place(self, ready, duration):
         with self.lock:

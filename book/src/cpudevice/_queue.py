@@ -31,7 +31,7 @@ class Item:
     """One operation in a queue, and its times on the device clock."""
 
     __slots__ = ("q", "seq", "kind", "engine", "fn", "deps", "issued",
-                 "lag", "latency", "work", "real", "start", "end")
+                 "lag", "latency", "work", "real", "start", "end", "ticket")
 
     def __init__(self, q, kind, engine, fn, deps, latency, work, real):
         self.q, self.kind, self.engine, self.fn = q, kind, engine, fn
@@ -42,6 +42,7 @@ class Item:
         self.issued = h.v if h.depth else time.perf_counter() - h.lag
         self.seq = 0
         self.start = self.end = None
+        self.ticket = 0     # its engine's `issued` at its issue (`hold`)
 
     def done(self):
         """Really finished, and past its modelled end (in the view of the
@@ -58,7 +59,6 @@ class Capture:
     def __init__(self, origin):
         self.origin = origin
         self.nodes = []
-        self.ids = set()            # id() of every node, to test membership
         self.tails = {}             # queue -> its last node in the capture
         self.queues = [origin]      # the origin, then each forked stream
         self.error = None           # why the capture is invalidated
@@ -72,12 +72,8 @@ class Capture:
         item.deps = ([prev] if prev is not None else []) + list(
             item.deps or ())
         self.nodes.append(item)
-        self.ids.add(id(item))
         self.tails[q] = item
         return item
-
-    def holds(self, item):
-        return item is not None and id(item) in self.ids
 
     def unjoined(self):
         """The forked queues whose last node the origin's last node does not
@@ -156,9 +152,10 @@ class Queue:
         if legacy:
             item.deps = list(deps) + legacy
         if real and engine is not None:
-            with engine.lock:
-                engine.held += 1        # the engine is its until it has run
+            item.ticket = engine.hold()     # the engine is its till it has run
         else:
+            if engine is not None:
+                item.ticket = engine.issued
             self._book(item)
         with self.lock:
             if self.closed:
@@ -170,6 +167,7 @@ class Queue:
                 item.fn = item.deps = None
                 item.start = item.end = item.issued
                 self.completed = item.seq
+                self._release(item)
                 return item
             self.items.append(item)
             if self.thread is None:
@@ -361,7 +359,7 @@ class Queue:
                 item.end = self._run_timed(item, ready)
             else:
                 if item.engine is not None and item.engine.held:
-                    item.engine.wait_free()
+                    item.engine.wait_free(item.ticket)
                 item.start = ready
                 item.end = self._schedule(item, ready)
                 self._call(item.fn, item.engine, item)
@@ -416,9 +414,7 @@ class Queue:
         """A real-time item has run (or never will): free its engine."""
         engine = item.engine
         if item.real and engine is not None:
-            with engine.lock:
-                engine.held -= 1
-                engine.freed.notify_all()
+            engine.release(item.ticket)
 
     def _call(self, fn, engine, item=None):
         if engine is not None:
