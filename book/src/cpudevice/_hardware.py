@@ -72,8 +72,8 @@ class Engine:
         self.starts = []
         self.ends = []
         self.running = 0        # operations whose real work runs now
-        self.held = 0           # real-time operations issued, not yet run
-        self.holds = set()      # their issue numbers
+        self.holds = set()      # issue numbers of real-time operations
+                                # issued, not yet run
         self.issued = 0         # real-time operations ever issued
 
     def hold(self):
@@ -83,13 +83,11 @@ class Engine:
             n = self.issued
             self.issued += 1
             self.holds.add(n)
-            self.held += 1
             return n
 
     def release(self, n):
         with self.lock:
             self.holds.discard(n)
-            self.held -= 1
             self.freed.notify_all()
 
     def wait_free(self, before):
@@ -135,7 +133,7 @@ class Engine:
 
     def locked(self):
         """True while an operation on this engine is really running."""
-        return self.running > 0 or self.held > 0
+        return self.running > 0 or bool(self.holds)
 
 
 # -- one device ---------------------------------------------------------------

@@ -189,7 +189,7 @@ class Queue:
         Booking in issue order keeps the schedule independent of the order
         in which the workers really get through their work."""
         if item.kind == HOST or (item.engine is not None
-                                 and item.engine.held):
+                                 and item.engine.holds):
             return
         ready = item.issued
         prev = self.last
@@ -358,7 +358,7 @@ class Queue:
                 item.start = ready
                 item.end = self._run_timed(item, ready)
             else:
-                if item.engine is not None and item.engine.held:
+                if item.engine is not None and item.engine.holds:
                     item.engine.wait_free(item.ticket)
                 item.start = ready
                 item.end = self._schedule(item, ready)
