@@ -339,3 +339,29 @@ def test_translation_is_cached_per_type_signature():
     k(cp.ones(3, cp.int32))
     assert modelkit.translated_variants(k) == 2
     assert k(cp.ones(3, cp.int32)).dtype == numpy.int32
+
+
+@pytest.mark.parametrize("dtype, bits", [(f32, 12), (f64, 30)])
+def test_fma_rounds_once_so_it_gives_a_products_rounding_error(dtype, bits):
+    # x = 1 + 2**-bits: x * x = 1 + 2**(1 - bits) + 2**(-2 * bits) exactly,
+    # and the last term is below the type's precision (a tie, to even), so
+    # p = x * x drops it and fma(x, x, -p), rounded once, gives it back
+    # (what fma is for; two roundings would give 0)
+    x = cp.asarray(numpy.array([1 + 2.0 ** -bits], dtype))
+    for fma in ("fma", "fmaf") if dtype == f32 else ("fma",):
+        p, e = cp.ElementwiseKernel("T x", "T p, T e",
+                                    f"p = x * x; e = {fma}(x, x, -p)",
+                                    "ck_fma_error")(x)
+        assert p.get()[0] == 1 + 2.0 ** (1 - bits)
+        assert e.get()[0] == 2.0 ** (-2 * bits)
+
+
+def test_fma_of_a_product_beyond_the_largest_double_is_exact():
+    # 1.5 * 2**1000 * 2**24 = 1.5 * 2**1024 overflows a double, but
+    # minus DBL_MAX (2**1024 - 2**971) the exact sum, 2**1023 + 2**971, is
+    # a double: fma gives it, as IEEE 754's fusedMultiplyAdd does
+    k = cp.ElementwiseKernel("T x, T w", "T y", "y = fma(x, w, -DBL_MAX)",
+                             "ck_fma_big")
+    y = k(cp.asarray([1.5 * 2.0 ** 1000, 1.0]), cp.asarray([2.0 ** 24, 1.0]))
+    assert y.get().tolist() == [2.0 ** 1023 + 2.0 ** 971,
+                                1 - numpy.finfo(f64).max]
