@@ -255,6 +255,11 @@ def test_reduction_kernel_broadcasts_its_inputs_like_cupy():
         assert float(dot(x, w)) == float((row * grid).sum())
         numpy.testing.assert_array_equal(dot(x, w, axis=1).get(),
                                          (row * grid).sum(axis=1))
+    # a scalar argument, even the first, takes every element's shape
+    scaled = cp.ReductionKernel("T s, T x", "T y", "s * x", "a + b", "y = a",
+                                "0", "ck_scaled_sum")
+    numpy.testing.assert_array_equal(
+        scaled(f32(2), cp.asarray(grid), axis=0).get(), 2 * grid.sum(axis=0))
 
 
 def test_reduction_expressions_must_be_one_expression():
