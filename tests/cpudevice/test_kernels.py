@@ -3,6 +3,9 @@ ReductionKernel in plain C runs without a twin, with CUDA C's semantics
 (float32 stays float32, integer division truncates, comparisons give bool,
 float-to-int conversions saturate; each expected value is NumPy written the
 CUDA way); RawKernel arguments and `cupy.fuse` reductions follow CuPy."""
+import fractions
+import math
+
 import numpy
 import pytest
 
@@ -85,6 +88,18 @@ CASES = [
      _sat_int32(XF * f32(1e10))),
     ("y = isnan(x) ? 0.0f : copysignf(fabsf(x), -1.0f) + M_PI", "T y", (XF,),
      (-numpy.abs(XF)).astype(f64) + numpy.pi),
+    ("y = +x - -x", "T y", (XI,), XI * 2),
+    ("const float h = x * 0.5f; const T t = h; y = t", "T y", (XF,), XF / 2),
+    # int against unsigned int: the int converts to unsigned (C11 6.3.1.8),
+    # so -1 < 1u is false and -7 / 2u is (2**32 - 7) / 2 ...
+    ("y = x < 1u", "bool y", (XI,), XI.astype(numpy.int64) % 2**32 < 1),
+    ("y = x / 2u", "uint32 y", (XI,), (XI.astype(numpy.int64) % 2**32) // 2),
+    # ... while long long holds every unsigned int: the sum is long long
+    ("y = (long long)x + 1u", "int64 y", (XI,), XI.astype(numpy.int64) + 1),
+    # 1L and 1ll are 64 bits (CUDA's long is 64 bits on Linux), so shifting
+    # by 40 is defined; 2147483648 does not fit an int: it is a long
+    ("y = (1L << 40) + (1ll << 33) + 2147483648 + x", "int64 y", (XI,),
+     XI.astype(numpy.int64) + 2**40 + 2**33 + 2**31),
 ]
 
 
@@ -230,6 +245,31 @@ def test_reduction_kernels_run_from_their_expressions():
     assert float(l2(cp.zeros(0, cp.float32))) == 0.0
 
 
+def test_reduction_kernel_broadcasts_its_inputs_like_cupy():
+    dot = cp.ReductionKernel("T x, T w", "T y", "x * w", "a + b", "y = a",
+                             "0", "ck_dot")
+    row = numpy.arange(4, dtype=f32)
+    grid = numpy.arange(12, dtype=f32).reshape(3, 4)
+    for args in [(row, grid), (grid, row)]:      # either one broadcast
+        x, w = (cp.asarray(a) for a in args)
+        assert float(dot(x, w)) == float((row * grid).sum())
+        numpy.testing.assert_array_equal(dot(x, w, axis=1).get(),
+                                         (row * grid).sum(axis=1))
+    # a scalar argument, even the first, takes every element's shape
+    scaled = cp.ReductionKernel("T s, T x", "T y", "s * x", "a + b", "y = a",
+                                "0", "ck_scaled_sum")
+    numpy.testing.assert_array_equal(
+        scaled(f32(2), cp.asarray(grid), axis=0).get(), 2 * grid.sum(axis=0))
+
+
+def test_reduction_expressions_must_be_one_expression():
+    k = cp.ReductionKernel("T x", "T y", "x x", "a + b", "y = a", "0",
+                           "ck_two")
+    with pytest.raises(NotImplementedError, match="unexpected text after "
+                       "the expression at 'x"):
+        k(cp.ones(3))
+
+
 def test_reduction_without_identity_refuses_empty_input_at_the_call():
     k = cp.ReductionKernel("T x", "T y", "x", "max(a, b)", "y = a", None,
                            "ck_noid")
@@ -291,6 +331,9 @@ def test_raw_kernel_without_twin_keeps_its_error():
     ("y[i] = x", "a write to a raw array"),
     ("y = x[0]", "indexing 'x' (only raw parameters"),
     ("y = z[0]", "indexing 'z' (only raw parameters"),
+    ("#define N 3\ny = x", "the token '#'"),
+    ('y = "a"', "the token '\"'"),
+    ("y = x x + 1 + 2 + 3", "expected ';' at 'x + 1 + 2 +"),   # where
 ])
 def test_code_outside_the_grammar_names_what_and_points_to_twins(op, what):
     k = cp.ElementwiseKernel("T x", "raw T y" if "y[" in op else "T y", op,
@@ -314,6 +357,8 @@ def test_a_preamble_needs_a_twin():
     ("y = x % 2.0f", "binary %"),
     ("x = 1; y = x", "read-only"),
     ("y = sinf(x, x)", "takes 1 argument"),
+    # the statement of an if is a scope of its own (C11 6.8.4p3)
+    ("if (x > 0) float t = x; y = t", "'t' is undefined"),
 ])
 def test_invalid_c_raises_value_error_at_the_call(op, what):
     k = cp.ElementwiseKernel("T x", "T y", op, "ck_invalid")
@@ -339,3 +384,124 @@ def test_translation_is_cached_per_type_signature():
     k(cp.ones(3, cp.int32))
     assert modelkit.translated_variants(k) == 2
     assert k(cp.ones(3, cp.int32)).dtype == numpy.int32
+
+
+# -- every math function of the grammar, against C's definitions -----------
+# Each expected value is worked out in Python's `math` (correctly rounded or
+# nearly, in double) and rounded to the kernel's type; CUDA's functions are
+# within a few ULP of it (its programming guide's tables: at most 4 ULP for
+# these), hence rtol 5e-7 for float (4 ULP of 2**-23) and 1e-15 for double.
+U = [0.125, 0.3, 0.5, 0.7, 0.875]
+HALVES = [-2.5, -1.5, -0.5, 0.5, 1.5, 2.5, 2.7, -2.7]
+
+
+def _round_away(v):     # C's round(): halfway cases away from zero
+    return math.copysign(math.floor(abs(v) + 0.5), v)
+
+
+def _fmin(a, b):        # C's fmin/fmax: a NaN argument is ignored
+    return b if math.isnan(a) else a if math.isnan(b) else min(a, b)
+
+
+def _fmax(a, b):
+    return b if math.isnan(a) else a if math.isnan(b) else max(a, b)
+
+
+def _exact_fma(a, b, c):   # one rounding, of the exact a * b + c
+    return float(fractions.Fraction(a) * fractions.Fraction(b)
+                 + fractions.Fraction(c))
+
+
+NAN = float("nan")
+MATH = [   # name, reference, arguments (one list per argument)
+    ("sin", math.sin, [U]), ("cos", math.cos, [U]), ("tan", math.tan, [U]),
+    ("asin", math.asin, [U]), ("acos", math.acos, [U]),
+    ("atan", math.atan, [U]), ("sinh", math.sinh, [U]),
+    ("cosh", math.cosh, [U]), ("tanh", math.tanh, [U]),
+    ("asinh", math.asinh, [U]), ("acosh", math.acosh, [[1 + u for u in U]]),
+    ("atanh", math.atanh, [U]), ("exp", math.exp, [U]),
+    ("exp2", math.exp2, [U]), ("exp10", lambda v: 10.0 ** v, [U]),
+    ("expm1", math.expm1, [U]), ("log", math.log, [U]),
+    ("log2", math.log2, [U]), ("log10", math.log10, [U]),
+    ("log1p", math.log1p, [U]), ("sqrt", math.sqrt, [U]),
+    ("rsqrt", lambda v: 1 / math.sqrt(v), [U]), ("cbrt", math.cbrt, [U]),
+    ("fabs", math.fabs, [HALVES]), ("floor", math.floor, [HALVES]),
+    ("ceil", math.ceil, [HALVES]), ("trunc", math.trunc, [HALVES]),
+    ("round", _round_away, [HALVES]),
+    ("rint", round, [HALVES]),            # to nearest, ties to even
+    ("nearbyint", round, [HALVES]),
+    ("pow", math.pow, [U, [1.5 + u for u in U]]),
+    ("fmod", math.fmod, [[-7 * u for u in U], [u + 0.25 for u in U]]),
+    ("fmin", _fmin, [[NAN] + U[1:], [0.5] * 5]),
+    ("fmax", _fmax, [[NAN] + U[1:], [0.5] * 5]),
+    ("atan2", math.atan2, [[u - 1 for u in U], U]),
+    ("hypot", math.hypot, [U, [1 - u for u in U]]),
+    ("copysign", math.copysign, [U, [-1, 1, -1, 1, -1]]),
+    ("fma", _exact_fma, [U, [3.0 + u for u in U], [-1.0] * 5]),
+]
+
+
+@pytest.mark.parametrize("name, ref, args", MATH, ids=[m[0] for m in MATH])
+@pytest.mark.parametrize("dtype", [f32, f64])
+def test_each_math_function_gives_cs_value(name, ref, args, dtype):
+    names = "xwz"[:len(args)]
+    call = (name + "f" if dtype == f32 else name) + f"({', '.join(names)})"
+    k = cp.ElementwiseKernel(", ".join(f"T {n}" for n in names), "T y",
+                             f"y = {call}", "ck_math")
+    host = [numpy.array(a, dtype) for a in args]
+    got = k(*[cp.asarray(a) for a in host]).get()
+    want = numpy.array([ref(*map(float, v)) for v in zip(*host)]).astype(dtype)
+    assert got.dtype == dtype
+    numpy.testing.assert_allclose(got, want, atol=0,
+                                  rtol=5e-7 if dtype == f32 else 1e-15)
+    # and it takes exactly its number of arguments, as C's does
+    bad = cp.ElementwiseKernel(", ".join(f"T {n}" for n in names), "T y",
+                               f"y = {name}({', '.join(names + 'x')})",
+                               "ck_math_arity")
+    with pytest.raises(ValueError, match=f"{name}\\(\\) takes {len(args)} "):
+        bad(*[cp.asarray(a) for a in host])
+
+
+def test_fast_intrinsics_are_their_float_functions_within_their_error():
+    # __sinf, __expf, ...: CUDA's fast approximations of sinf, expf, ...
+    # (absolute error about 2**-21 on these arguments); __frcp_rn is not
+    # translated
+    x = numpy.array(U, f32)
+    k = cp.ElementwiseKernel(
+        "T x", "T a, T b, T c, T d",
+        "a = __sinf(x); b = __expf(x); c = __logf(x); d = __fdividef(1, x)",
+        "ck_intrinsics")
+    got = [v.get() for v in k(cp.asarray(x))]
+    want = [numpy.sin(x), numpy.exp(x), numpy.log(x), 1 / x]
+    for g, w in zip(got, want):
+        assert g.dtype == f32
+        numpy.testing.assert_allclose(g, w, rtol=1e-5, atol=1e-6)
+    k = cp.ElementwiseKernel("T x", "T y", "y = __frcp_rn(x)", "ck_frcp")
+    with pytest.raises(NotImplementedError, match="the intrinsic"):
+        k(cp.asarray(x))
+
+
+@pytest.mark.parametrize("dtype, bits", [(f32, 12), (f64, 30)])
+def test_fma_rounds_once_so_it_gives_a_products_rounding_error(dtype, bits):
+    # x = 1 + 2**-bits: x * x = 1 + 2**(1 - bits) + 2**(-2 * bits) exactly,
+    # and the last term is below the type's precision (a tie, to even), so
+    # p = x * x drops it and fma(x, x, -p), rounded once, gives it back
+    # (what fma is for; two roundings would give 0)
+    x = cp.asarray(numpy.array([1 + 2.0 ** -bits], dtype))
+    for fma in ("fma", "fmaf") if dtype == f32 else ("fma",):
+        p, e = cp.ElementwiseKernel("T x", "T p, T e",
+                                    f"p = x * x; e = {fma}(x, x, -p)",
+                                    "ck_fma_error")(x)
+        assert p.get()[0] == 1 + 2.0 ** (1 - bits)
+        assert e.get()[0] == 2.0 ** (-2 * bits)
+
+
+def test_fma_of_a_product_beyond_the_largest_double_is_exact():
+    # 1.5 * 2**1000 * 2**24 = 1.5 * 2**1024 overflows a double, but
+    # minus DBL_MAX (2**1024 - 2**971) the exact sum, 2**1023 + 2**971, is
+    # a double: fma gives it, as IEEE 754's fusedMultiplyAdd does
+    k = cp.ElementwiseKernel("T x, T w", "T y", "y = fma(x, w, -DBL_MAX)",
+                             "ck_fma_big")
+    y = k(cp.asarray([1.5 * 2.0 ** 1000, 1.0]), cp.asarray([2.0 ** 24, 1.0]))
+    assert y.get().tolist() == [2.0 ** 1023 + 2.0 ** 971,
+                                1 - numpy.finfo(f64).max]

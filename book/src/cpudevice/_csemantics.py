@@ -3,6 +3,8 @@ types and their promotions, C's conversions (saturating float-to-int), the
 math functions and constants a body may use, C's division and remainder,
 and the translator's two errors.
 """
+from fractions import Fraction
+
 import numpy
 
 
@@ -107,10 +109,73 @@ def _round_half_away(x):
     return t + numpy.where(numpy.abs(x - t) >= 0.5, numpy.sign(x), 0)
 
 
+def _two_sum(a, b):
+    """s + t == a + b exactly, s the rounded sum (Knuth's TwoSum)."""
+    s = a + b
+    bb = s - a
+    return s, (a - (s - bb)) + (b - bb)
+
+
+def _two_prod(a, b):
+    """p + e == a * b exactly, p the rounded product (Dekker, with
+    Veltkamp's split; exact while nothing overflows or underflows)."""
+    p = a * b
+    ca, cb = a * 134217729.0, b * 134217729.0        # 2**27 + 1
+    ah, bh = ca - (ca - a), cb - (cb - b)
+    al, bl = a - ah, b - bh
+    return p, ((ah * bh - p) + ah * bl + al * bh) + al * bl
+
+
+def _round_odd(s, t):
+    """s + t rounded to odd, from s = RN(s + t) and its exact error t: an
+    inexact sum takes the neighbour whose last bit is odd."""
+    even = (numpy.asarray(s, _F64).view(numpy.int64) & 1) == 0
+    away = numpy.nextafter(s, numpy.where(t > 0, numpy.inf, -numpy.inf))
+    return numpy.where((t != 0) & even & numpy.isfinite(t), away, s)
+
+
+def _fma_exact(a, b, c):
+    """One element of fma, with exact rationals (float() rounds once)."""
+    r = Fraction(a) * Fraction(b) + Fraction(c)
+    if r == 0:
+        return a * b + c             # a * b is exact: IEEE's sign of zero
+    try:
+        return float(r)
+    except OverflowError:
+        return numpy.inf if r > 0 else -numpy.inf
+
+
 def _fma(a, b, c):
+    """C's fma: a * b + c rounded once, as the GPU's fma (0 ULP) does; two
+    roundings would lose what fma is for (fma(a, b, -a * b) is the product's
+    rounding error, not 0)."""
+    a, b, c = numpy.broadcast_arrays(a, b, c)
     if a.dtype == _F32:
-        return (a.astype(_F64) * b + c).astype(_F32)
-    return a * b + c
+        # a * b is exact in double; the double sum rounded to odd rounds
+        # to float as the exact sum would (53 >= 2 * 24 + 2 bits)
+        s, t = _two_sum(a.astype(_F64) * b, c.astype(_F64))
+        return _round_odd(s, t).astype(_F32)
+    # Boldo and Melquiond's emulated FMA (IEEE Trans. Computers, 2008):
+    # exact product, exact sum with c, the two low parts added rounded to
+    # odd, then one rounding to nearest
+    ph, pl = _two_prod(a, b)
+    th, tl = _two_sum(c, ph)
+    z = th + _round_odd(*_two_sum(tl, pl))
+    z = numpy.where(z == 0, a * b + c, z)   # IEEE's sign of an exact zero
+    big, small = 2.0 ** 900, 2.0 ** -900    # no overflow, no underflow
+    safe = ((abs(a) < big) & (abs(b) < big) & (abs(c) < big)
+            & ((ph == 0) | ((abs(ph) > small) & (abs(ph) < big))))
+    if safe.all():
+        return z
+    z = numpy.array(z)
+    for k in map(tuple, numpy.argwhere(~safe)):
+        if not (numpy.isfinite(a[k]) and numpy.isfinite(b[k])):
+            z[k] = a[k] * b[k] + c[k]
+        elif not numpy.isfinite(c[k]):
+            z[k] = c[k]               # a finite product, an infinite c
+        else:
+            z[k] = _fma_exact(float(a[k]), float(b[k]), float(c[k]))
+    return z
 
 
 _FUNCS = {   # name: (numpy function, number of arguments)

@@ -97,10 +97,10 @@ class _Parser:
     def body(self):
         stmts = []
         while self.peek()[0] != "end":
-            stmts.append(self.statement(top=True))
+            stmts.append(self.statement())
         return stmts
 
-    def statement(self, top=False):
+    def statement(self):
         kind, val = self.peek()
         if val == ";":
             self.next()
