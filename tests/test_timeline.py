@@ -356,6 +356,15 @@ def test_gantt_draws_one_lane_per_stream_and_hatches_waits():
     matplotlib.pyplot.close(ax.figure)
 
 
+def test_gantt_gives_each_lane_one_unit_first_lane_on_top():
+    """Rows 0..n-1 each span [row - 0.5, row + 0.5]: the y range is
+    exactly the lanes, inverted so that the first stream is on top, with
+    no blank band below the last lane."""
+    ax = timeline.gantt(OPS)
+    assert ax.get_ylim() == (1.5, -0.5)
+    matplotlib.pyplot.close(ax.figure)
+
+
 def legend_texts(ax):
     return [t.get_text() for t in ax.get_legend().get_texts()]
 
@@ -379,6 +388,23 @@ def test_gantt_says_which_starts_are_inferred_and_which_measured():
     assert "start inferred, not measured" in texts
     alphas = sorted(str(c.get_alpha()) for c in ax.collections)
     assert alphas == sorted(["None", str(timeline.INFERRED_ALPHA)])
+    matplotlib.pyplot.close(ax.figure)
+
+
+def test_gantt_names_a_measured_wait_only_where_a_measured_op_waited():
+    """The legend's "measured wait" entry is for a measured op that was
+    reached before it started; a measured op that started when reached,
+    beside inferred ops that waited, gets only the inferred-wait entry."""
+    measured_wait = "measured wait: reached, not started"
+    inferred_wait = "inferred wait for its engine"
+    ops = [OPS[0], OPS[1]._replace(measured=True), OPS[2]]  # OPS[2] waits
+    ax = timeline.gantt(ops)
+    texts = legend_texts(ax)
+    assert inferred_wait in texts and measured_wait not in texts
+    matplotlib.pyplot.close(ax.figure)
+    ax = timeline.gantt([OPS[0], OPS[2]._replace(measured=True)])
+    texts = legend_texts(ax)
+    assert measured_wait in texts and inferred_wait not in texts
     matplotlib.pyplot.close(ax.figure)
 
 
@@ -410,6 +436,16 @@ def test_chrome_trace_has_microseconds_and_a_named_thread_per_lane():
     waits = [e for e in events if e.get("cat") == "wait"]
     assert [(w["ts"], w["dur"]) for w in waits] == [(100.0, 1400.0),
                                                    (2500.0, 1500.0)]
+
+
+def test_chrome_trace_names_a_wait_inferred_or_measured():
+    """An inferred start's wait is "wait for engine" (the inference's
+    reason); a measured start's wait is only a wait: its cause is not
+    known."""
+    ops = [OPS[2], OPS[3]._replace(measured=True)]
+    waits = [e["name"] for e in timeline.chrome_trace(ops)["traceEvents"]
+             if e.get("cat") == "wait"]
+    assert waits == ["wait for engine (H2D 1)", "wait (kernel 1)"]
 
 
 def test_saved_trace_is_the_same_json(tmp_path):
