@@ -45,6 +45,25 @@ def test_fingerprint_ignores_blank_lines_and_trailing_spaces():
     assert R.fingerprint(code) != R.fingerprint("    " + code)   # indent
 
 
+def test_stored_fingerprints_have_the_form_fingerprint_gives():
+    """A reference stores each value's cell by `fingerprint`: one of
+    another length or hash would never equal a cell's now, so every
+    stored value would read stale."""
+    form = re.compile(f"^[0-9a-f]{{{len(R.fingerprint('x = 1'))}}}$")
+    for path in sorted(R.store.REFERENCE_DIR.glob("*.json")):
+        lessons = read(path).get("lessons")
+        if lessons is None:
+            continue                    # exclusions.json
+        cells = [e["cell"] for part in lessons.values()
+                 for kind in ("values", "data")
+                 for e in part.get(kind, {}).values()]
+        cells += [f["cell"] for part in lessons.values()
+                  for f in part.get("figures", [])]
+        assert cells and all(form.match(c) for c in cells), path.name
+    states = R.report()
+    assert any(s[R.CURRENT] for s in states.values())
+
+
 def test_format_value():
     assert R.format_value(1048576) == "1,048,576"
     assert R.format_value(2928.6214) == "2,929"
@@ -107,6 +126,35 @@ def test_capture_reads_the_device_in_its_own_process_then_checks_names(
     with pytest.raises(R.RefusedError, match="^no such lesson: 99_nothing$"):
         R.capture(["99_nothing.ipynb"], allow_model=True)
     assert not list(tmp_path.iterdir())
+
+
+def test_capture_saves_the_executed_lessons_only_where_asked(
+        monkeypatch, tmp_path):
+    """``capture --save DIR`` also writes each executed lesson into DIR
+    (what the lessons showed on the GPU, for reading); without it, only
+    the reference is written."""
+    book, root = tmp_path / "book", tmp_path / "reference"
+    write_nb(synthetic_lesson(), book / "99_synthetic.ipynb")
+    monkeypatch.setattr(R.store, "BOOK", book)
+    monkeypatch.setattr(R.store, "REFERENCE_DIR", root)
+    executed = json.loads(nbformat.writes(synthetic_lesson()))
+    probe = {"device": {"name": "NVIDIA H200", "backend": "cpu"}}
+
+    def run(args, **kwargs):            # the run-info process
+        assert args[-1] == "run-info"
+        return subprocess.CompletedProcess(args, 0, json.dumps(probe), "")
+    monkeypatch.setattr(R.writer.subprocess, "run", run)
+    monkeypatch.setattr(R.writer, "git_commit", lambda: "abc1234")
+    monkeypatch.setattr(R.writer, "execute", lambda path, timeout: executed)
+    saved = tmp_path / "saved"
+    path = R.capture(["99_synthetic"], allow_model=True, save_dir=saved)
+    assert path == root / "nvidia-h200.json"
+    assert read(saved / "99_synthetic.ipynb") == executed
+    path.unlink()
+    assert R.capture(["99_synthetic"], allow_model=True) == path
+    assert sorted(p.name for p in tmp_path.iterdir()) == [
+        "book", "reference", "saved"]
+    assert [p.name for p in saved.iterdir()] == ["99_synthetic.ipynb"]
 
 
 # -- a small synthetic lesson -------------------------------------------------
@@ -284,6 +332,52 @@ def test_mark_stale_marks_values_and_figures_whose_code_changed(
     assert R.lesson_status("99_synthetic", "gpu-x")["ms"] == R.CURRENT
 
 
+def test_mark_stale_without_a_reason_is_a_usage_error(capsys):
+    """``--why`` is a required option of ``mark-stale``: its absence is
+    argparse's usage error, before any reference is read."""
+    with pytest.raises(SystemExit) as exit_:
+        R.main(["mark-stale", "99_synthetic", "ms"])
+    assert exit_.value.code == 2
+    assert "the following arguments are required: --why" in \
+        capsys.readouterr().err
+
+
+def test_a_gpus_record_reads_device_0_with_its_sizes_in_mib_and_gib(
+        monkeypatch):
+    """On a GPU, `device_info` reads device 0 (the one the lessons use)
+    from CuPy's runtime: its L2 cache in MiB, its memory in GiB (one
+    decimal), CUDA's versions as major.minor."""
+    asked = []
+
+    class Runtime:
+        @staticmethod
+        def getDeviceProperties(index):
+            asked.append(index)
+            return {"name": b"NVIDIA H100 80GB HBM3",
+                    "multiProcessorCount": 132, "l2CacheSize": 50 * 2**20,
+                    "totalGlobalMem": 85_520_809_984, "major": 9,
+                    "minor": 0, "asyncEngineCount": 3,
+                    "concurrentKernels": 1}
+        runtimeGetVersion = staticmethod(lambda: 12080)
+        driverGetVersion = staticmethod(lambda: 13000)
+
+    class FakeCupy:
+        __version__ = "14.2.0"
+        cuda = type("cuda", (), {"runtime": Runtime})
+    monkeypatch.setattr(src, "BACKEND", "gpu")
+    monkeypatch.setattr(src, "cp", FakeCupy)
+    monkeypatch.setattr(R.machine, "_nvidia_smi",
+                        lambda index: asked.append(index) or {})
+    info = R.device_info()
+    assert asked == [0, 0]
+    assert (info["name"], info["sms"]) == ("NVIDIA H100 80GB HBM3", 132)
+    assert info["l2_mib"] == 50
+    assert info["memory_gib"] == 79.6
+    assert (info["compute_capability"], info["cuda_runtime"],
+            info["cuda_driver"]) == ("9.0", "12.8", "13.0")
+    assert info["cupy"].startswith("14.2.0")
+
+
 @pytest.mark.parametrize("code, out, fields", [
     (0, "550.54.15, 5, 16\n", {"driver": "550.54.15",
                                 "link": "PCIe 5.0 x16"}),
@@ -375,6 +469,7 @@ def test_the_default_device_is_a_file_the_command_sets(monkeypatch,
         {"device": {"name": "NVIDIA H200"}, "lessons": {}}))
     assert R.main(["default", "gpu-y"]) == 0
     assert (tmp_path / R.DEFAULT_FILE).read_text() == "gpu-y\n"
+    assert R.set_default_device("gpu-y") == tmp_path / R.DEFAULT_FILE
     assert R.default_device() == "gpu-y"
     assert R.load()["device"]["name"] == "NVIDIA H200"
     capsys.readouterr()

@@ -61,7 +61,7 @@ DEFAULT_DEVICE = default_device()
 def set_default_device(slug, root=None):
     """Make ``slug`` the book's reference device; refused (ValueError)
     when ``root`` (`REFERENCE_DIR`) holds no ``slug.json``. The lessons
-    show it once they are executed again."""
+    show it once they are executed again. Returns the file written."""
     if not slug or "/" in slug or not reference_path(slug, root).is_file():
         raise ValueError(
             f"no reference {reference_path(slug or '?', root)}: store one "
