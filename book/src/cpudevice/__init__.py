@@ -10,12 +10,15 @@ Imported as ``cp`` by ``from src import cp`` when no GPU is usable.
 """
 import numpy as _np
 
-from . import _core, cuda, random  # noqa: F401
+from . import _core, _ndarray, _routines, cuda, random  # noqa: F401
 from . import cupyx  # noqa: F401
-from ._core import (ndarray, asarray, asnumpy, array, ascontiguousarray,  # noqa
-                    empty, zeros, ones, full, empty_like, zeros_like,
-                    ones_like, full_like, arange, linspace, dot, matmul,
-                    get_array_module, _make_ufunc, _in_fused_body)
+from ._ndarray import ndarray
+from ._creation import (asarray, asnumpy, array, ascontiguousarray,  # noqa
+                        empty, zeros, ones, full, empty_like, zeros_like,
+                        ones_like, full_like, arange, linspace,
+                        get_array_module)
+from ._routines import dot, matmul, _make_ufunc  # noqa: F401
+from ._core import _in_fused_body
 from ._kernel import ElementwiseKernel, ReductionKernel, RawKernel, fuse  # noqa
 from .cuda.memory import get_default_memory_pool  # noqa: F401
 from .cuda.pinned_memory import get_default_pinned_memory_pool  # noqa: F401
@@ -45,8 +48,8 @@ def is_available():
     return cuda.runtime.getDeviceCount() > 0
 
 
-for _name, _method in _core.REDUCTIONS.items():
-    globals()[_name] = _core.as_function(_method)
+for _name, _method in _routines.REDUCTIONS.items():
+    globals()[_name] = _routines.as_function(_method)
 amax, amin = max, min       # noqa: F821  (made just above)
 
 
@@ -67,7 +70,7 @@ def where(condition, x=None, y=None):
     shape = _core._broadcast_shape(arrays)
     dt = _np.result_type(*[a.dtype if isinstance(a, ndarray) else a
                            for a in args[1:]])
-    return _core._queue_into(shape, dt, _np.where, args)
+    return _ndarray._queue_into(shape, dt, _np.where, args)
 
 
 def allclose(a, b, rtol=1.e-5, atol=1.e-8, equal_nan=False):

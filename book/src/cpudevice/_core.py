@@ -1,15 +1,17 @@
 """The core of the CPU device model's arrays: queueing a kernel on a stream
-(`_launch`, `_queue_into`), the device check, allocation, shapes, result
-dtypes and operand checks. The arrays' modules build on it:
+(`_launch`), the device check, shapes and operand checks, and the pool new
+arrays are allocated from. It knows no array type; the arrays' modules
+build on it, each importing only those before it:
 
-* `_ndarray`: ``cupy.ndarray``;
-* `_routines`: elementwise ufuncs, reductions, ``matmul`` and ``dot``;
 * `_copies`: host<->device copies (pinned, and pageable through staging);
-* `_creation`: ``empty``, ``zeros``, ``asarray``, ``arange``, ...
+* `_ndarray`: ``cupy.ndarray``, and allocating and queueing into new arrays
+  (`_empty`, `_queue_into`);
+* `_creation`: ``empty``, ``zeros``, ``asarray``, ``arange``, ...;
+* `_routines`: elementwise ufuncs, reductions, ``matmul`` and ``dot``, and
+  ``ndarray``'s operators and reduction methods, which are these routines.
 
-Their public names are re-exported here (``_core.ndarray``, ...).
+The package's ``__init__`` gathers their public names.
 """
-import math
 import operator
 import threading
 
@@ -52,31 +54,6 @@ def _launch(fn, nbytes=0, flops=0, *, stream=None, name=None, items=0,
         nbytes, flops, items, name, steps), kind=_hardware.KERNEL, real=real)
 
 
-def _nbytes(args):
-    """Bytes a kernel reads from the device arrays among ``args``, each
-    array once (``x + x`` reads ``x`` once: a GPU kernel reads each value
-    into a register and uses it twice)."""
-    if len(args) == 1:
-        a = args[0]
-        return a._a.nbytes if isinstance(a, ndarray) else 0
-    seen = {(a.data.ptr, a._a.nbytes): a._a.nbytes for a in args
-            if isinstance(a, ndarray)}
-    return sum(seen.values())
-
-
-def _queue_into(shape, dtype, fn, args):
-    """Allocate ``out`` now and queue ``out[...] = fn(*args)``, device arrays
-    in ``args`` read as their data when the work runs; return ``out``."""
-    out = _empty(shape, dtype)
-    views = [a._a if isinstance(a, ndarray) else a for a in args]
-    dst = out._a
-
-    def run():
-        dst[...] = fn(*views)
-    _launch(run, _nbytes(args) + dst.nbytes)
-    return out
-
-
 def _check_device(arrays):
     dev = runtime._tls.device
     for a in arrays:
@@ -86,24 +63,6 @@ def _check_device(arrays):
                 f"is different from the current device ({dev}). Peer access "
                 "is unavailable between these devices. Copy the array with "
                 "cp.asarray(x) inside `with cp.cuda.Device(...)` first.")
-
-
-def _empty(shape, dtype, order="C"):
-    if not isinstance(dtype, numpy.dtype):
-        dtype = numpy.dtype(dtype)
-    if type(shape) is not tuple:
-        shape = _normalize_shape(shape)
-    nbytes = math.prod(shape) * dtype.itemsize
-    memptr = _pool.malloc(nbytes)
-    order = "F" if order == "F" else "C"
-    if nbytes:          # the block's bytes (`MemoryPointer._buffer`)
-        chunk = memptr.mem.chunk
-        view = numpy.ndarray(shape, dtype, chunk.mem.buf, chunk.offset,
-                             order=order)
-    else:
-        view = numpy.ndarray(shape, dtype, numpy.empty(0, numpy.uint8),
-                             order=order)
-    return ndarray._wrap(view, memptr)
 
 
 def _normalize_shape(shape):
@@ -132,39 +91,7 @@ def _broadcast_shape(arrays):
             from None
 
 
-# -- elementwise ufuncs -------------------------------------------------------
-_dtype_cache = {}
-
-
-def _stand_ins(args, kind):
-    """``args`` with each device array replaced by NumPy zeros of its dtype,
-    to learn what a computation returns (its dtype, its shape) without
-    touching device memory: ``"scalar"``, 0-d; ``"element"``, one element
-    per array, of its number of dimensions; ``"full"``, read-only
-    zero-stride views of the real shapes."""
-    if kind == "scalar":
-        make = lambda a: numpy.zeros((), a.dtype)                # noqa: E731
-    elif kind == "element":
-        make = lambda a: numpy.zeros((1,) * max(a.ndim, 1), a.dtype)  # noqa
-    else:
-        make = lambda a: numpy.broadcast_to(                     # noqa: E731
-            numpy.zeros((), a.dtype), a.shape)
-    return [make(a) if isinstance(a, ndarray) else a for a in args]
-
-
-def _result_dtype(uf, args, dtype):
-    key = (uf, dtype, *[a._a.dtype if isinstance(a, ndarray) else type(a)
-                        for a in args])
-    res = _dtype_cache.get(key)
-    if res is None:
-        with numpy.errstate(all="ignore"):
-            res = uf(*_stand_ins(args, "scalar"), dtype=dtype)
-        res = (tuple(r.dtype for r in res) if isinstance(res, tuple)
-               else numpy.asarray(res).dtype)
-        _dtype_cache[key] = res
-    return res
-
-
+# -- operands -----------------------------------------------------------------
 def _check_host_operand(x):
     if isinstance(x, numpy.ndarray) and x.ndim > 0:
         raise TypeError(
@@ -184,14 +111,3 @@ def _check_ufunc_operand(x):
         _check_host_operand(x)
         return
     raise TypeError(f"Unsupported type {type(x)}")
-
-
-# The arrays' modules build on the above; their names, here too.
-from ._ndarray import ndarray  # noqa: E402
-from ._routines import (REDUCTIONS, as_function, dot,  # noqa: E402,F401
-                        matmul, _make_ufunc, _reduce, _reduced_shape, _ufunc)
-from ._copies import _d2h, _h2d  # noqa: E402,F401
-from ._creation import (arange, array, ascontiguousarray,  # noqa: E402,F401
-                        asarray, asnumpy, empty, empty_like, full,
-                        full_like, get_array_module, linspace, ones,
-                        ones_like, zeros, zeros_like)

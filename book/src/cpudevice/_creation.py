@@ -9,8 +9,8 @@ import numpy
 from .cuda import runtime
 from ._hardware import api
 from .cuda.stream import _queue_of
-from ._core import _empty, _launch, _normalize_shape
-from ._ndarray import ndarray
+from ._core import _launch, _normalize_shape
+from ._ndarray import _empty, ndarray
 from ._copies import _h2d
 
 

@@ -15,8 +15,9 @@ import math
 import numpy
 
 from .. import twins
-from . import _core, _ctranslate, _hardware
-from ._core import _broadcast_shape, _check_device, _empty, _launch, ndarray
+from . import _core, _ctranslate, _hardware, _ndarray, _routines
+from ._core import _broadcast_shape, _check_device, _launch
+from ._ndarray import _empty, ndarray
 from ._hardware import api
 
 # The twins' %globaltimer reads the model's device clock.
@@ -190,7 +191,7 @@ class ElementwiseKernel:
         host_out = [o._a for o in outs]
         twin = _twin_or_translation(self, _ctranslate.elementwise, dtype_of)
         _launch(lambda: twin(*host_in, *host_out),
-                _core._nbytes(ins) + sum(o.nbytes for o in host_out),
+                _ndarray._nbytes(ins) + sum(o.nbytes for o in host_out),
                 stream=stream, name=self.name, items=math.prod(shape),
                 steps=_steps(self.name, self.in_params, ins),
                 real=_real_time(twin))
@@ -238,7 +239,7 @@ class ReductionKernel:
             raise ValueError("a reduction needs at least one array argument")
         shape = _broadcast_shape([a for p, a in zip(self.in_params, args)
                                   if isinstance(a, ndarray) and not p.raw])
-        rshape = _core._reduced_shape(shape, axis, keepdims)
+        rshape = _routines._reduced_shape(shape, axis, keepdims)
         if out is None:
             out = _empty(rshape, dtype_of(self.out_params[0]))
         elif out.shape != rshape:
@@ -254,7 +255,7 @@ class ReductionKernel:
 
         def run():
             dst[...] = twin(*host_in, axis=axis, keepdims=keepdims)
-        _launch(run, _core._nbytes(args) + dst.nbytes, stream=stream,
+        _launch(run, _ndarray._nbytes(args) + dst.nbytes, stream=stream,
                 name=self.name, items=math.prod(shape),
                 real=_real_time(twin))
         return out
@@ -298,7 +299,7 @@ class RawKernel:
         twin = twins.lookup(self.name)
         threads = math.prod(grid) * math.prod(block)
         _launch(lambda: twin(grid, block, host, shared_mem=shared_mem),
-                _core._nbytes(args), stream=stream, name=self.name,
+                _ndarray._nbytes(args), stream=stream, name=self.name,
                 items=threads, steps=_steps(self.name, (), args),
                 real=_real_time(twin))
 
@@ -337,12 +338,12 @@ class _Fused:
         _core._fusing.reduced = False
         with numpy.errstate(all="ignore"):
             probe = numpy.asarray(
-                self._body(*_core._stand_ins(args, "element")))
+                self._body(*_routines._stand_ins(args, "element")))
         bshape = _broadcast_shape([a for a in args if isinstance(a, ndarray)])
         if _core._fusing.reduced or probe.ndim not in (0, len(bshape)):
             with numpy.errstate(all="ignore"):
                 probe = numpy.asarray(
-                    self._body(*_core._stand_ins(args, "full")))
+                    self._body(*_routines._stand_ins(args, "full")))
             res = (probe.shape, probe.dtype)
         elif probe.size == 1 and probe.ndim == 0:
             res = ((), probe.dtype)
@@ -359,7 +360,7 @@ class _Fused:
         _check_device(arrays)
         _broadcast_shape(arrays)
         shape, dtype = self._result_type(args)
-        return _core._queue_into(shape, dtype, self._body, args)
+        return _ndarray._queue_into(shape, dtype, self._body, args)
 
 
 def fuse(*args, **kwargs):

@@ -18,7 +18,8 @@ from .cuda import runtime
 from .cuda.device import Device
 from ._hardware import api
 from ._core import (_broadcast_shape, _check_device, _check_host_operand,
-                    _empty, _launch, _normalize_shape, _queue_into)
+                    _launch, _normalize_shape, _pool)
+from ._copies import _d2h, _h2d
 
 
 # -- the array ----------------------------------------------------------------
@@ -293,34 +294,55 @@ class ndarray:
             raise TypeError("iteration over a 0-d array")
         return (self[i] for i in range(self.shape[0]))
 
-    def dot(self, b, out=None):
-        return dot(self, b, out)
-
-    def __matmul__(self, other):
-        return matmul(self, other)
-
-    def __rmatmul__(self, other):
-        return matmul(other, self)
-
-    def __array_ufunc__(self, uf, method, *inputs, **kwargs):
-        if method != "__call__":
-            return NotImplemented
-        out = kwargs.pop("out", None)
-        if isinstance(out, tuple):
-            out = out[0] if len(out) == 1 else out
-        return _ufunc(uf, *inputs, out=out, **kwargs)
-
-    def __neg__(self):
-        return _ufunc(numpy.negative, self)
-
     def __pos__(self):
         return self
 
-    def __abs__(self):
-        return _ufunc(numpy.absolute, self)
+    # Its arithmetic, comparisons, ``dot``, ``@`` and reductions are the
+    # routines (`_routines`, above this module), which add them to the class.
 
-    def __invert__(self):
-        return _ufunc(numpy.invert, self)
+
+# -- allocation, and queueing into new arrays ---------------------------------
+def _empty(shape, dtype, order="C"):
+    if not isinstance(dtype, numpy.dtype):
+        dtype = numpy.dtype(dtype)
+    if type(shape) is not tuple:
+        shape = _normalize_shape(shape)
+    nbytes = math.prod(shape) * dtype.itemsize
+    memptr = _pool.malloc(nbytes)
+    order = "F" if order == "F" else "C"
+    if nbytes:          # the block's bytes (`MemoryPointer._buffer`)
+        chunk = memptr.mem.chunk
+        view = numpy.ndarray(shape, dtype, chunk.mem.buf, chunk.offset,
+                             order=order)
+    else:
+        view = numpy.ndarray(shape, dtype, numpy.empty(0, numpy.uint8),
+                             order=order)
+    return ndarray._wrap(view, memptr)
+
+
+def _nbytes(args):
+    """Bytes a kernel reads from the device arrays among ``args``, each
+    array once (``x + x`` reads ``x`` once: a GPU kernel reads each value
+    into a register and uses it twice)."""
+    if len(args) == 1:
+        a = args[0]
+        return a._a.nbytes if isinstance(a, ndarray) else 0
+    seen = {(a.data.ptr, a._a.nbytes): a._a.nbytes for a in args
+            if isinstance(a, ndarray)}
+    return sum(seen.values())
+
+
+def _queue_into(shape, dtype, fn, args):
+    """Allocate ``out`` now and queue ``out[...] = fn(*args)``, device arrays
+    in ``args`` read as their data when the work runs; return ``out``."""
+    out = _empty(shape, dtype)
+    views = [a._a if isinstance(a, ndarray) else a for a in args]
+    dst = out._a
+
+    def run():
+        dst[...] = fn(*views)
+    _launch(run, _nbytes(args) + dst.nbytes)
+    return out
 
 
 _CURRENT = contextlib.nullcontext()
@@ -381,42 +403,3 @@ def _gather(a, key):
     shape = numpy.broadcast_to(numpy.empty((), numpy.int8), a.shape)[key].shape
     _check_device([a])
     return _queue_into(shape, a.dtype, lambda src: src[key], [a])
-
-
-# Below the class: these modules build on it.
-from ._copies import _d2h, _h2d  # noqa: E402
-from ._routines import REDUCTIONS, _ufunc, dot, matmul  # noqa: E402
-
-for _name, _method in REDUCTIONS.items():
-    setattr(ndarray, _name, _method)
-
-
-def _binary(uf):
-    def op(self, other):
-        return _ufunc(uf, self, other)
-
-    def rop(self, other):
-        return _ufunc(uf, other, self)
-
-    def iop(self, other):
-        return _ufunc(uf, self, other, out=self)
-    return op, rop, iop
-
-
-for _name, _uf in [("add", numpy.add), ("sub", numpy.subtract),
-                   ("mul", numpy.multiply), ("truediv", numpy.true_divide),
-                   ("floordiv", numpy.floor_divide), ("mod", numpy.remainder),
-                   ("pow", numpy.power), ("and", numpy.bitwise_and),
-                   ("or", numpy.bitwise_or), ("xor", numpy.bitwise_xor),
-                   ("lshift", numpy.left_shift),
-                   ("rshift", numpy.right_shift)]:
-    _op, _rop, _iop = _binary(_uf)
-    setattr(ndarray, f"__{_name}__", _op)
-    setattr(ndarray, f"__r{_name}__", _rop)
-    setattr(ndarray, f"__i{_name}__", _iop)
-
-for _name, _uf in [("lt", numpy.less), ("le", numpy.less_equal),
-                   ("gt", numpy.greater), ("ge", numpy.greater_equal),
-                   ("eq", numpy.equal), ("ne", numpy.not_equal)]:
-    setattr(ndarray, f"__{_name}__", _binary(_uf)[0])
-ndarray.__hash__ = None

@@ -16,7 +16,7 @@ from collections import deque
 
 import numpy
 
-from . import _profile
+from . import _errors, _profile
 from ._clock import _host, _running, clock, host_now, host_wait_until
 
 # -- queues and their workers -------------------------------------------------
@@ -234,10 +234,9 @@ class Queue:
 
     def check_not_capturing(self, what="synchronize"):
         if self.capture is not None:
-            from .cuda import runtime
             self.capture.invalidate(what)
-            raise runtime._error(
-                runtime.errorStreamCaptureUnsupported,
+            raise _errors._error(
+                _errors.errorStreamCaptureUnsupported,
                 f"{what} waits for the host, which a stream under capture "
                 "cannot do; end the capture first")
 
@@ -248,11 +247,10 @@ class Queue:
         refuses that (cudaErrorStreamCaptureImplicit), invalidating it."""
         capturing = [q for q in queues if q.capture is not None]
         if capturing:
-            from .cuda import runtime
             for q in capturing:
                 q.capture.invalidate("work on the legacy null stream")
-            raise runtime._error(
-                runtime.errorStreamCaptureImplicit,
+            raise _errors._error(
+                _errors.errorStreamCaptureImplicit,
                 "the legacy null stream synchronizes with every blocking "
                 "stream, and one is capturing; capture on a "
                 "Stream(non_blocking=True), or queue this work on another "

@@ -1,6 +1,8 @@
 """Elementwise and reduction routines of the CPU device model: ufuncs
 queued as one kernel each, reductions (one table, `REDUCTIONS`, makes both
 ``ndarray``'s methods and the package's functions), ``matmul`` and ``dot``.
+They are also ``ndarray``'s operators and methods (``x + y``, ``x @ y``,
+``x.sum()``): this module, above `_ndarray`, adds them to the class.
 """
 import inspect
 import math
@@ -9,11 +11,44 @@ import numpy
 from numpy.lib.array_utils import normalize_axis_tuple
 
 from ._core import (_broadcast_shape, _check_device, _check_host_operand,
-                    _check_ufunc_operand, _dtype_cache, _empty, _fusing,
-                    _in_fused_body, _launch, _nbytes, _result_dtype)
+                    _check_ufunc_operand, _fusing, _in_fused_body, _launch)
 from ._hardware import api
-from ._ndarray import ndarray
+from ._ndarray import _empty, _nbytes, ndarray
+from ._creation import asarray
 from .cuda.stream import _check_cublas_capture
+
+
+# -- elementwise ufuncs -------------------------------------------------------
+_dtype_cache = {}
+
+
+def _stand_ins(args, kind):
+    """``args`` with each device array replaced by NumPy zeros of its dtype,
+    to learn what a computation returns (its dtype, its shape) without
+    touching device memory: ``"scalar"``, 0-d; ``"element"``, one element
+    per array, of its number of dimensions; ``"full"``, read-only
+    zero-stride views of the real shapes."""
+    if kind == "scalar":
+        make = lambda a: numpy.zeros((), a.dtype)                # noqa: E731
+    elif kind == "element":
+        make = lambda a: numpy.zeros((1,) * max(a.ndim, 1), a.dtype)  # noqa
+    else:
+        make = lambda a: numpy.broadcast_to(                     # noqa: E731
+            numpy.zeros((), a.dtype), a.shape)
+    return [make(a) if isinstance(a, ndarray) else a for a in args]
+
+
+def _result_dtype(uf, args, dtype):
+    key = (uf, dtype, *[a._a.dtype if isinstance(a, ndarray) else type(a)
+                        for a in args])
+    res = _dtype_cache.get(key)
+    if res is None:
+        with numpy.errstate(all="ignore"):
+            res = uf(*_stand_ins(args, "scalar"), dtype=dtype)
+        res = (tuple(r.dtype for r in res) if isinstance(res, tuple)
+               else numpy.asarray(res).dtype)
+        _dtype_cache[key] = res
+    return res
 
 
 @api("launch")
@@ -256,5 +291,69 @@ def dot(a, b, out=None):
     return _product(numpy.dot, "dot", a, b, out)
 
 
-# Below: _creation builds on this module.
-from ._creation import asarray, full  # noqa: E402
+# -- ndarray's operators and methods, which are these routines ----------------
+class _Methods:
+    """``ndarray``'s methods that are routines, added to it below."""
+
+    def dot(self, b, out=None):
+        return dot(self, b, out)
+
+    def __matmul__(self, other):
+        return matmul(self, other)
+
+    def __rmatmul__(self, other):
+        return matmul(other, self)
+
+    def __array_ufunc__(self, uf, method, *inputs, **kwargs):
+        if method != "__call__":
+            return NotImplemented
+        out = kwargs.pop("out", None)
+        if isinstance(out, tuple):
+            out = out[0] if len(out) == 1 else out
+        return _ufunc(uf, *inputs, out=out, **kwargs)
+
+    def __neg__(self):
+        return _ufunc(numpy.negative, self)
+
+    def __abs__(self):
+        return _ufunc(numpy.absolute, self)
+
+    def __invert__(self):
+        return _ufunc(numpy.invert, self)
+
+
+_METHODS = {n: m for n, m in vars(_Methods).items() if inspect.isfunction(m)}
+for _name, _method in [*_METHODS.items(), *REDUCTIONS.items()]:
+    _method.__qualname__ = f"ndarray.{_name}"
+    setattr(ndarray, _name, _method)
+
+
+def _binary(uf):
+    def op(self, other):
+        return _ufunc(uf, self, other)
+
+    def rop(self, other):
+        return _ufunc(uf, other, self)
+
+    def iop(self, other):
+        return _ufunc(uf, self, other, out=self)
+    return op, rop, iop
+
+
+for _name, _uf in [("add", numpy.add), ("sub", numpy.subtract),
+                   ("mul", numpy.multiply), ("truediv", numpy.true_divide),
+                   ("floordiv", numpy.floor_divide), ("mod", numpy.remainder),
+                   ("pow", numpy.power), ("and", numpy.bitwise_and),
+                   ("or", numpy.bitwise_or), ("xor", numpy.bitwise_xor),
+                   ("lshift", numpy.left_shift),
+                   ("rshift", numpy.right_shift)]:
+    _op, _rop, _iop = _binary(_uf)
+    setattr(ndarray, f"__{_name}__", _op)
+    setattr(ndarray, f"__r{_name}__", _rop)
+    setattr(ndarray, f"__i{_name}__", _iop)
+
+for _name, _uf in [("lt", numpy.less), ("le", numpy.less_equal),
+                   ("gt", numpy.greater), ("ge", numpy.greater_equal),
+                   ("eq", numpy.equal), ("ne", numpy.not_equal)]:
+    setattr(ndarray, f"__{_name}__", _binary(_uf)[0])
+ndarray.__hash__ = None

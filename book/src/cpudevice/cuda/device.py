@@ -8,6 +8,7 @@ import threading
 
 from .. import _hardware
 from . import runtime
+from .runtime import _state
 
 
 class _DeviceStackTLS(threading.local):
@@ -16,14 +17,6 @@ class _DeviceStackTLS(threading.local):
 
 
 _stack_tls = _DeviceStackTLS()
-
-
-def _state(device_id):
-    """The device's state (`_hardware.DeviceState`), created on first use."""
-    st = _hardware._states.get(device_id)
-    if st is None:
-        st = _hardware.state(runtime._check(device_id))
-    return st
 
 
 def _initialized(device_id):

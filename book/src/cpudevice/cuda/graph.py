@@ -1,7 +1,6 @@
 """``cupy.cuda.graph.Graph``: captured work replayed with one launch."""
 from .. import _hardware
 from .._hardware import api
-from .stream import _queue_of
 
 
 class Graph:
@@ -18,9 +17,13 @@ class Graph:
             "Graph is created by Stream.end_capture(), not directly")
 
     @classmethod
-    def _from_nodes(cls, nodes):
+    def _from_nodes(cls, nodes, queue_of):
+        """The graph of a capture's ``nodes``. ``queue_of(stream)`` is
+        `cuda.stream._queue_of`, the queue a launch goes to: ``end_capture``,
+        in `cuda.stream` above this module, makes graphs and hands it over."""
         g = cls.__new__(cls)
         g._nodes = tuple(nodes)
+        g._queue_of = queue_of
         return g
 
     def _replay(self):
@@ -30,7 +33,7 @@ class Graph:
     @api("launch")
     def launch(self, stream=None):
         """Queue one replay of the graph on ``stream`` (default: current)."""
-        q = _queue_of(stream)
+        q = self._queue_of(stream)
         work = sum(n.latency + n.work for n in self._nodes)
         q.submit(self._replay, q.dev.compute,
                  cost=(_hardware.profile.graph_launch_s, work),

@@ -1,28 +1,23 @@
 """``cupy.cuda.runtime`` on the CPU device model: devices and their properties.
 
-Errors carry CUDA's names and descriptions, as CuPy's ``CUDARuntimeError``
-does (``"cudaErrorInvalidDevice: invalid device ordinal"``).
+Its errors (``CUDARuntimeError``, the status codes) come from `.._errors`,
+at the bottom of the model, since the hardware raises them too. They carry
+CUDA's names and descriptions, as CuPy's ``CUDARuntimeError`` does
+(``"cudaErrorInvalidDevice: invalid device ordinal"``).
 """
 import threading
 
 from .. import _hardware
+from .._errors import (  # noqa: F401  (cupy.cuda.runtime's names)
+    CUDARuntimeError, _ERRORS, _error, errorInvalidValue,
+    errorMemoryAllocation, errorInvalidDevice, errorInvalidResourceHandle,
+    errorIllegalState, errorNotReady, errorStreamCaptureUnsupported,
+    errorStreamCaptureInvalidated, errorStreamCaptureMerge,
+    errorStreamCaptureUnmatched, errorStreamCaptureUnjoined,
+    errorStreamCaptureIsolation, errorStreamCaptureImplicit,
+    errorCapturedEvent)
 
 is_hip = False
-
-errorInvalidValue = 1
-errorMemoryAllocation = 2
-errorInvalidDevice = 101
-errorInvalidResourceHandle = 400
-errorIllegalState = 401
-errorNotReady = 600
-errorStreamCaptureUnsupported = 900
-errorStreamCaptureInvalidated = 901
-errorStreamCaptureMerge = 902
-errorStreamCaptureUnmatched = 903
-errorStreamCaptureUnjoined = 904
-errorStreamCaptureIsolation = 905
-errorStreamCaptureImplicit = 906
-errorCapturedEvent = 907
 
 streamLegacy = 1            # the handles CUDA gives its two default streams
 streamPerThread = 2
@@ -31,63 +26,6 @@ streamNonBlocking = 1
 streamCaptureModeGlobal = 0
 streamCaptureModeThreadLocal = 1
 streamCaptureModeRelaxed = 2
-
-_ERRORS = {
-    errorInvalidValue: ("cudaErrorInvalidValue", "invalid argument"),
-    errorMemoryAllocation: ("cudaErrorMemoryAllocation", "out of memory"),
-    errorInvalidDevice: ("cudaErrorInvalidDevice", "invalid device ordinal"),
-    errorInvalidResourceHandle: ("cudaErrorInvalidResourceHandle",
-                                 "invalid resource handle"),
-    errorIllegalState: ("cudaErrorIllegalState",
-                        "the operation cannot be performed in the present "
-                        "state"),
-    errorNotReady: ("cudaErrorNotReady", "device not ready"),
-    errorStreamCaptureUnsupported: (
-        "cudaErrorStreamCaptureUnsupported",
-        "operation not permitted when stream is capturing"),
-    errorStreamCaptureInvalidated: (
-        "cudaErrorStreamCaptureInvalidated",
-        "operation failed due to a previous error during capture"),
-    errorStreamCaptureMerge: (
-        "cudaErrorStreamCaptureMerge",
-        "operation would result in a merge of separate capture sequences"),
-    errorStreamCaptureUnmatched: (
-        "cudaErrorStreamCaptureUnmatched",
-        "capture was not ended in the same stream as it began"),
-    errorStreamCaptureUnjoined: (
-        "cudaErrorStreamCaptureUnjoined",
-        "capturing stream has unjoined work"),
-    errorStreamCaptureIsolation: (
-        "cudaErrorStreamCaptureIsolation",
-        "dependency created on uncaptured work in another stream"),
-    errorStreamCaptureImplicit: (
-        "cudaErrorStreamCaptureImplicit",
-        "operation would make the legacy stream depend on a capturing "
-        "blocking stream"),
-    errorCapturedEvent: (
-        "cudaErrorCapturedEvent",
-        "operation not permitted on an event last recorded in a capturing "
-        "stream"),
-}
-
-
-class CUDARuntimeError(RuntimeError):
-    """A CUDA runtime error, with CUDA's status code, name and description."""
-
-    def __init__(self, status):
-        self.status = status
-        name, text = _ERRORS.get(status, ("cudaErrorUnknown", "unknown error"))
-        super().__init__(f"{name}: {text}")
-
-    def __reduce__(self):
-        return (type(self), (self.status,))
-
-
-def _error(status, hint):
-    """CUDA's error for ``status``, with a sentence on what to do."""
-    e = CUDARuntimeError(status)
-    e.args = (f"{e.args[0]}. {hint}",)
-    return e
 
 
 _parse_bytes = _hardware._parse_bytes
@@ -110,6 +48,14 @@ def _check(device):
             f"The CPU device model has {_N_DEVICES} device(s), ids 0 to "
             f"{_N_DEVICES - 1}; set BOOK_CPU_DEVICES for more.")
     return device
+
+
+def _state(device_id):
+    """The device's state (`_hardware.DeviceState`), created on first use."""
+    st = _hardware._states.get(device_id)
+    if st is None:
+        st = _hardware.state(_check(device_id))
+    return st
 
 
 def getDeviceCount():
@@ -206,13 +152,11 @@ def getDeviceProperties(device):
 
 def memGetInfo():
     """``(free, total)`` bytes of the current device, as the device sees it."""
-    from .device import _state
     dev = _state(getDevice())
     return dev.capacity - dev.reserved, dev.capacity
 
 
 def deviceSynchronize():
-    from .device import _state
     _state(getDevice()).synchronize()
 
 

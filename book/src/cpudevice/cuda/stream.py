@@ -18,6 +18,7 @@ from .. import _hardware
 from .._hardware import api
 from . import runtime
 from .device import _state
+from .graph import Graph
 
 _ptrs = itertools.count(0x1000)
 _all_queues = _hardware._all_queues
@@ -286,7 +287,6 @@ class _BaseStream:
 
     def end_capture(self):
         """Stop recording; return the recorded work as a ``Graph``."""
-        from .graph import Graph
         q = _queue_of(self)
         cap = q.capture
         if cap is None:
@@ -310,7 +310,7 @@ class _BaseStream:
                 "a stream the capture forked to was not joined back: record "
                 "an event on it and wait_event() on the capturing stream "
                 "before end_capture()")
-        return Graph._from_nodes(cap.nodes)
+        return Graph._from_nodes(cap.nodes, _queue_of)
 
     def is_capturing(self):
         return _queue_of(self).capture is not None
