@@ -48,25 +48,44 @@ LAYERS = [
 MODEL_MAY_IMPORT = {(f"{MODEL}._kernel", "src.twins")}
 
 
-def modules(root, trees=TREES):
-    """``{module name: path relative to root}``, a file under each of its
-    names (``x`` and ``benchmarks.x``)."""
-    found = {}
+def _files(root, trees=TREES):
+    """Every Python file of the trees, relative to ``root``."""
+    return sorted({p.relative_to(root).as_posix()
+                   for tree in trees for p in (root / tree).rglob("*.py")})
+
+
+def _names(rel, trees=TREES):
+    """The module names of file ``rel``: its path below the folder its
+    tree's names start from (`TREES`), then below the root."""
     for tree, base in trees.items():
-        for path in sorted((root / tree).rglob("*.py")):
-            rel = path.relative_to(root)
-            for start in {root / base, root}:
-                parts = list(path.relative_to(start).with_suffix("").parts)
+        if rel.startswith(tree + "/"):
+            names = []
+            for start in (Path(base), Path()):
+                parts = list(Path(rel).with_suffix("").parts)
+                parts = parts[len(start.parts):]
                 if parts[-1] == "__init__":
                     parts.pop()
                 if parts:
-                    found.setdefault(".".join(parts), rel.as_posix())
+                    names.append(".".join(parts))
+            return names
+    raise ValueError(f"{rel} is in no tree of {sorted(trees)}")
+
+
+def _name_of(rel, trees=TREES):
+    """The module's own name (the first of `_names`)."""
+    return _names(rel, trees)[0]
+
+
+def modules(root, trees=TREES):
+    """``{module name: path relative to root}``, a file under each of its
+    names (``x`` and ``benchmarks.x``; a package before a module of its
+    name, as Python finds them)."""
+    found = {}
+    for rel in _files(root, trees):
+        for name in _names(rel, trees):
+            if name not in found or rel.endswith("/__init__.py"):
+                found[name] = rel
     return found
-
-
-def _name_of(rel, table):
-    """The module's own name: the shortest name the table has for it."""
-    return min((n for n, r in table.items() if r == rel), key=len)
 
 
 def _known(name, table):
@@ -79,10 +98,10 @@ def _known(name, table):
     return None
 
 
-def imports(root, rel, table):
+def imports(root, rel, table, trees=TREES):
     """``[(module imported, line)]`` for every import in file ``rel``,
     those inside functions too."""
-    name = _name_of(rel, table)
+    name = _name_of(rel, trees)
     package = name if rel.endswith("__init__.py") else name.rpartition(".")[0]
     tree = ast.parse((root / rel).read_text(encoding="utf-8"))
     found = []
@@ -110,11 +129,11 @@ def graph(root, trees=TREES):
     names."""
     table = modules(root, trees)
     edges = {}
-    for rel in sorted(set(table.values())):
-        src = _name_of(rel, table)
+    for rel in _files(root, trees):
+        src = _name_of(rel, trees)
         out = edges.setdefault(src, {})
-        for target, line in imports(root, rel, table):
-            target = _name_of(table[target], table)
+        for target, line in imports(root, rel, table, trees):
+            target = _name_of(table[target], trees)
             if target != src:
                 out.setdefault(target, f"{rel}:{line}")
     return edges
@@ -187,7 +206,7 @@ def upward(edges):
         for target, where in sorted(out.items()):
             inside = target == MODEL or target.startswith(MODEL + ".")
             if not inside:
-                if target.startswith("src") and \
+                if (target == "src" or target.startswith("src.")) and \
                         (src, target) not in MODEL_MAY_IMPORT:
                     wrong.append(f"{where}: {src} imports {target}, outside "
                                  "the model")
@@ -251,6 +270,21 @@ def test_a_circle_through_an_import_in_a_function_is_found(tmp_path):
     })
     assert circles(edges) == [["src.pkg.a", "src.pkg.b", "src.pkg.a"]]
     assert set(edges["run"]) == {"src.pkg.a"}
+
+
+def test_a_circle_in_a_package_of_scripts_is_found(tmp_path):
+    """A package beside the scripts of ``benchmarks/`` is named as they
+    import it (``from fidelitykit import ...``), by ``benchmarks.`` too."""
+    edges = _tree(tmp_path, {
+        "benchmarks/fidelity.py": "from fidelitykit import effects\n",
+        "benchmarks/fidelitykit/__init__.py": "from . import effects\n",
+        "benchmarks/fidelitykit/effects.py": "from .runner import run\n",
+        "benchmarks/fidelitykit/runner.py":
+            "def run():\n    from benchmarks.fidelitykit import effects\n",
+    })
+    assert set(edges["fidelity"]) == {"fidelitykit.effects"}
+    assert circles(edges) == [["fidelitykit.effects", "fidelitykit.runner",
+                               "fidelitykit.effects"]]
 
 
 def test_a_package_importing_its_submodules_is_no_circle(tmp_path):
