@@ -63,6 +63,7 @@ def loops():
     return out
 
 
+# what several effects below share
 LARGE, SMALL = ("big_size", "size_trips"), ("small", "steps")
 EAGER_IS_REAL = ("eager steps are real Python launches; the fused loop's "
                  "device time is modelled")

@@ -133,6 +133,7 @@ def consume_order():
     return out
 
 
+# what several effects below share
 BATCH = ("batch_m", "next_batch")
 NOTHING_HIDDEN = ("the step's real copy and model (NumPy, about 0.1 s) "
                   "outlast their modelled time and share the host's cores "

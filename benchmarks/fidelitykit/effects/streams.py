@@ -109,6 +109,7 @@ def energy():
             "compute_ms": timeline.busy(one, "kernel")}
 
 
+# what several effects below share
 DEMO, ENERGY = ("chunk", "n_streams"), ("energy_n", "energy_chunk")
 EFFECTS = [
     Effect("demo_copies_over_kernel",
