@@ -24,7 +24,7 @@ the helpers as the package `src`. Renaming the package is not an option
 function from inside the pytest process, so it cannot see code that only a
 notebook kernel (nbval) or a test's `python` subprocess runs, and it forks
 the pytest process per mutant, which is unsafe with the CPU model's worker
-threads alive. So this file is a sampler of our own.
+threads alive. So this tool is a sampler of our own.
 
 How it runs. Everything happens in a scratch copy of the checkout (the
 files git tracks or would track), never in the working tree:

@@ -15,7 +15,6 @@ Importing it puts ``book/`` on the path, for `src`.
 import sys
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[2]
-BOOK = ROOT / "book"
+BOOK = Path(__file__).resolve().parents[2] / "book"
 if str(BOOK) not in sys.path:
     sys.path.insert(0, str(BOOK))
