@@ -6,45 +6,24 @@ Runs on whichever backend `src` picks (BOOK_BACKEND), prints a table and
 writes one JSON object: each figure's median over repeats under its key,
 with min, max and the number of repeats under "spread", plus the backend,
 the device names and the machine. No figure is asserted anywhere: these are
-measurements, and benchmarks/README.md says what each one means.
+measurements, and benchmarks/README.md says what each one means. The
+figures are here; their registry, clocks, running and table are
+`harness.py`.
 """
 import argparse
 import json
 import os
-import platform
 import statistics
 import sys
 import time
 
 import numpy
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)),
-                                "..", "book"))
-from src import BACKEND, cp, device_names, pick  # noqa: E402
-
-FIGURES = []
-
-
-def figure(key, unit, goal):
-    """Register ``fn(quick) -> list of samples`` as figure ``key``."""
-    def register(fn):
-        FIGURES.append((key, unit, goal, fn))
-        return fn
-    return register
-
-
-def sync():
-    cp.cuda.Device().synchronize()
-
-
-def clock(fn, repeats):
-    """Wall seconds of ``fn()`` (which must synchronize), ``repeats`` times."""
-    out = []
-    for _ in range(repeats):
-        t = time.perf_counter()
-        fn()
-        out.append(time.perf_counter() - t)
-    return out
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from harness import (  # noqa: E402, F401  (FIGURES: for the tests)
+    FIGURES, ROOT, clock, command_seconds, event_seconds, figure, run, sync,
+    table)
+from src import cp, pick  # noqa: E402
 
 
 @figure("dispatch_us", "us", "<= 10")
@@ -323,21 +302,6 @@ def energy_stream_speedup(quick):
     return [ms(1) / ms(2) for _ in range(5 if quick else 11)]
 
 
-def _event_seconds(fn, repeats):
-    """Seconds of ``fn()``'s device work by events on the current stream
-    (`src.timing.EventTimer`: start, queue the work, end, then wait),
-    ``repeats`` times after a warm-up."""
-    from src.timing import EventTimer
-    fn()
-    sync()
-    out = []
-    for _ in range(repeats):
-        with EventTimer() as timer:
-            fn()
-        out.append(timer.seconds)
-    return out
-
-
 def _energy_input(quick):
     n = (1 << 20) if quick else pick(cpu=1 << 22, gpu=1 << 28)
     return cp.random.default_rng(0).random(n, dtype=cp.float32)
@@ -351,8 +315,8 @@ def energy_kernel_vs_one_liner(quick):
     from src.kernels import harmonic_energy
     y = _energy_input(quick)
     repeats = 5 if quick else 11
-    kernel = _event_seconds(lambda: harmonic_energy(y, 1.0, 0.5), repeats)
-    one_liner = _event_seconds(lambda: cp.sum(0.5 * (y - 0.5) ** 2),
+    kernel = event_seconds(lambda: harmonic_energy(y, 1.0, 0.5), repeats)
+    one_liner = event_seconds(lambda: cp.sum(0.5 * (y - 0.5) ** 2),
                                repeats)
     return [o / k for o, k in zip(one_liner, kernel)]
 
@@ -364,11 +328,11 @@ def _copy_fraction(energy, quick):
     y = _energy_input(quick)
     z = cp.empty_like(y)
     repeats = 5 if quick else 11
-    kernel = _event_seconds(lambda: energy(y, 1.0, 0.5), repeats)
+    kernel = event_seconds(lambda: energy(y, 1.0, 0.5), repeats)
 
     def copy_y():
         z[...] = y
-    copy = _event_seconds(copy_y, repeats)
+    copy = event_seconds(copy_y, repeats)
     return [(y.nbytes / k) / (2 * y.nbytes / c)
             for k, c in zip(kernel, copy)]
 
@@ -389,25 +353,8 @@ def energy_raw_copy_fraction(quick):
     (`benchmarks/energy_ceiling.py`: 16-byte loads, a grid-stride loop,
     warp shuffles): the ceiling `energy_kernel_copy_fraction` is read
     against."""
-    here = os.path.dirname(os.path.abspath(__file__))
-    if here not in sys.path:                # as a module of the tests
-        sys.path.insert(0, here)
     from energy_ceiling import raw_energy
     return _copy_fraction(raw_energy, quick)
-
-
-ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..")
-
-
-def _command_seconds(argv):
-    import subprocess
-    t = time.perf_counter()
-    r = subprocess.run(argv, cwd=ROOT, capture_output=True, text=True,
-                       timeout=1200)
-    if r.returncode:
-        raise RuntimeError(f"{' '.join(argv)} failed:\n{r.stdout[-3000:]}"
-                           f"\n{r.stderr[-2000:]}")
-    return time.perf_counter() - t
 
 
 @figure("test_suite_s", "s", "<= 240")
@@ -417,7 +364,7 @@ def test_suite_s(quick):
     argv = [sys.executable, "-m", "pytest", "-q"]
     if quick:
         argv.append("tests/test_backend.py")
-    return [_command_seconds(argv)]
+    return [command_seconds(argv)]
 
 
 @figure("book_build_s", "s", "<= 240")
@@ -430,38 +377,7 @@ def book_build_s(quick):
     out = os.path.join(ROOT, "_build") if not quick else None
     if out:
         shutil.rmtree(out, ignore_errors=True)
-    return [_command_seconds([jb, "build", target, "-W", "--keep-going"])]
-
-
-def run(keys=None, quick=False):
-    """Measure the figures (all, or ``keys``); return the JSON object."""
-    result = {"backend": BACKEND, "devices": device_names(),
-              "machine": {"cpus": os.cpu_count(), "python":
-                          platform.python_version(), "platform":
-                          platform.platform(), "numpy": numpy.__version__},
-              "quick": quick, "units": {}, "goals": {}, "spread": {}}
-    for key, unit, goal, fn in FIGURES:
-        if keys and key not in keys:
-            continue
-        samples = fn(quick)
-        result[key] = statistics.median(samples)
-        result["units"][key] = unit
-        result["goals"][key] = goal
-        result["spread"][key] = {"min": min(samples), "max": max(samples),
-                                 "n": len(samples)}
-    return result
-
-
-def table(result):
-    lines = [f"backend: {result['backend']}  devices: "
-             f"{', '.join(result['devices'])}",
-             f"{'figure':<28}{'median':>10}{'min':>10}{'max':>10}  unit"
-             "        goal"]
-    for key, spread in result["spread"].items():
-        lines.append(f"{key:<28}{result[key]:>10.3f}{spread['min']:>10.3f}"
-                     f"{spread['max']:>10.3f}  {result['units'][key]:<11} "
-                     f"{result['goals'][key]}")
-    return "\n".join(lines)
+    return [command_seconds([jb, "build", target, "-W", "--keep-going"])]
 
 
 def main(argv=None):

@@ -248,7 +248,7 @@ def test_the_page_is_generated_and_in_the_reference_part(fid):
     assert set(stored["effects"]) == {e.key for e in fid.EFFECTS}
 
 
-def test_an_interrupted_run_keeps_what_it_measured(fid, monkeypatch):
+def test_an_interrupted_run_keeps_what_it_measured(fid):
     """A time limit's SIGINT (tools/gpu/run.sh) ends the measurements, not
     the run: what was measured before it is returned, and written."""
     ran = []
@@ -256,14 +256,13 @@ def test_an_interrupted_run_keeps_what_it_measured(fid, monkeypatch):
     def interrupted():
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(fid, "EXPERIMENTS", {
-        name: (lambda name=name: ran.append(name) or {"x": 1.0})
-        for name in fid.EXPERIMENTS})
+    experiments = {name: (lambda name=name: ran.append(name) or {"x": 1.0})
+                   for name in fid.EXPERIMENTS}
     first, second = fid.EFFECTS[0].experiment, fid.EFFECTS[-1].experiment
     assert first != second
-    fid.EXPERIMENTS[first] = interrupted
+    experiments[first] = interrupted
     raw, errors = fid.measure([fid.EFFECTS[0], fid.EFFECTS[-1]],
-                              fid.CALIBRATION)
+                              fid.CALIBRATION, experiments)
     assert ran == list(fid.CALIBRATION)
     assert set(raw) == set(fid.CALIBRATION)
     assert errors == {first: "KeyboardInterrupt: interrupted; this and the "
@@ -276,15 +275,13 @@ def test_issue_costs_run_only_with_a_full_run_and_show_on_the_page(
     ``--only``; it gives a positive time per call of each kind, and the
     page sets each beside what the profile charges."""
     ran = []
-    monkeypatch.setattr(fid, "EXPERIMENTS", {
+    fid.measure(fid.EFFECTS[:1], fid.CALIBRATION, {
         name: (lambda name=name: ran.append(name) or {"x": 1.0})
         for name in fid.EXPERIMENTS})
-    fid.measure(fid.EFFECTS[:1], fid.CALIBRATION)
     assert ran == [*fid.CALIBRATION, fid.EFFECTS[0].experiment]
     assert fid.CALIBRATION == ("issue_costs", "copy_duplex")
-    monkeypatch.undo()
 
-    monkeypatch.setattr(fid, "ISSUE_CALLS", 50)
+    monkeypatch.setattr(fid.calibration, "ISSUE_CALLS", 50)
     costs = fid.EXPERIMENTS["issue_costs"]()
     assert set(costs) == {key for key, _, _ in fid.ISSUE_ROWS} | {
         "empty_loop_s"}

@@ -1,0 +1,169 @@
+"""Comparing with the reference: an effect's formulas, its verdict, and the
+GPU reference its live value is set beside."""
+import ast
+import json
+import math
+from pathlib import Path
+
+from src import reference as refs
+
+from .effect import DEVICE_ONLY, MIXED
+from .sizes import sizes_of
+
+FACTOR = 2.0        # device-only: agrees within this factor of the reference
+BAND = 1.3          # mixed: "about 1" within this factor of 1
+AGREES, DIFFERS, FLAGGED = "agrees", "differs", "flagged"
+NO_REFERENCE, NOT_MEASURED = "no reference", "not measured"
+DEFAULT_REFERENCE = refs.reference_path()
+
+
+def names_in(expression):
+    """The variable names an expression reads (not the functions it calls)."""
+    tree = ast.parse(expression, mode="eval")
+    called = {id(n.func) for n in ast.walk(tree) if isinstance(n, ast.Call)}
+    return {n.id for n in ast.walk(tree)
+            if isinstance(n, ast.Name) and id(n) not in called}
+
+
+def evaluate(expression, values):
+    """``expression`` over ``values`` (names to numbers), as a float."""
+    missing = names_in(expression) - set(values)
+    if missing:
+        raise KeyError(f"{expression!r} needs {sorted(missing)}")
+    return float(eval(compile(expression, "<formula>", "eval"),
+                      {"__builtins__": {}, "max": max, "min": min},
+                      dict(values)))
+
+
+def usable(x):
+    return x is not None and math.isfinite(x) and x > 0
+
+
+def direction(ratio, band=BAND):
+    """``"above 1"``, ``"below 1"`` or ``"about 1"`` (within ``band``)."""
+    if ratio > band:
+        return "above 1"
+    if ratio < 1 / band:
+        return "below 1"
+    return "about 1"
+
+
+def verdict(cls, live, ref, factor=FACTOR, band=BAND, gain=False):
+    """`AGREES`, `DIFFERS` (device-only, beyond ``factor``), `FLAGGED`
+    (mixed, pointing elsewhere), `NO_REFERENCE` or `NOT_MEASURED`.
+
+    With ``gain``, a device-only speedup is judged by its gain, the ratio
+    less 1: a factor of 2 on a speedup of 1.2 itself would pass a model
+    that shows no speedup at all."""
+    if not usable(ref):
+        return NO_REFERENCE
+    if not usable(live):
+        return NOT_MEASURED
+    if cls == DEVICE_ONLY:
+        if gain and ref > 1:
+            live, ref = live - 1, ref - 1
+            if live <= 0:
+                return DIFFERS
+        return AGREES if 1 / factor <= live / ref <= factor else DIFFERS
+    if cls == MIXED:
+        return AGREES if direction(live, band) == direction(ref, band) \
+            else FLAGGED
+    raise ValueError(f"unknown class {cls!r}")
+
+
+# -- the reference ------------------------------------------------------------
+def load_reference(path=DEFAULT_REFERENCE):
+    """``(info, ref_of)``: a description of the reference, and a function
+    giving an `Effect`'s reference ``(value, state)``."""
+    path = Path(path)
+    data = json.loads(path.read_text())
+    if "effects" in data:                   # a fidelity.py run on a GPU
+        name = (data.get("devices") or ["a GPU"])[0]
+        info = {"path": str(path), "kind": "fidelity", "device": name,
+                "date": data.get("date"),
+                "note": f"measured by fidelity.py itself on {name}, at the "
+                        "same sizes as this run"}
+
+        def ref_of(effect):
+            entry = data["effects"].get(effect.key, {})
+            value = entry.get("live")
+            return value, ("measured" if usable(value) else "not captured")
+        return info, ref_of
+
+    lessons = data.get("lessons", {})
+    name = data.get("device", {}).get("name", path.stem)
+    info = {"path": str(path), "kind": "lessons", "device": name,
+            "date": data.get("date"), "commit": data.get("commit"),
+            "note": f"{name}, the lessons' glued values, taken at the "
+                    "lessons' GPU sizes (until a GPU runs fidelity.py "
+                    "itself)"}
+    now = {}
+
+    def ref_of(effect):
+        values, states = {}, set()
+        for full in effect.refs:
+            lesson, key = full.split("/", 1)
+            entry = lessons.get(lesson, {}).get("values", {}).get(key)
+            if lesson not in now:
+                now[lesson] = refs.current_fingerprints(lesson)
+            states.add(refs.status_of(entry, now[lesson].get(key)))
+            if entry is not None:
+                values[key] = entry["value"]
+        if len(values) < len(effect.refs):
+            return None, refs.NOT_CAPTURED
+        state = refs.STALE if refs.STALE in states else refs.CURRENT
+        return evaluate(effect.formula, values), state
+    return info, ref_of
+
+
+def evaluate_effects(effects, raw, errors, ref_of):
+    rows = {}
+    for e in effects:
+        ref, state = ref_of(e)
+        live = None
+        if e.experiment in raw:
+            try:
+                live = evaluate(e.live, raw[e.experiment])
+            except ZeroDivisionError:
+                live = math.inf
+        v = verdict(e.cls, live, ref, gain=e.gain)
+        here, gpu, why = sizes_of(e.sizes)
+        rows[e.key] = {
+            "title": e.title, "class": e.cls, "lesson": e.lesson,
+            "live": live, "reference": ref, "reference_state": state,
+            "verdict": v, "reason": e.reason if v == FLAGGED else "",
+            "judged_on": "gain (ratio - 1)" if e.gain else "ratio",
+            "live_formula": f"{e.experiment}: {e.live}",
+            "reference_keys": list(e.refs),
+            "reference_formula": e.formula,
+            "size": here, "reference_size": gpu,
+            "same_size": not why, "size_note": why,
+        }
+        if e.experiment in errors:
+            rows[e.key]["error"] = errors[e.experiment]
+    return rows
+
+
+def summarize(rows):
+    dev = [r for r in rows.values() if r["class"] == DEVICE_ONLY]
+    mix = [r for r in rows.values() if r["class"] == MIXED]
+    agree = sum(r["verdict"] == AGREES for r in dev)
+    flagged = sum(r["verdict"] == FLAGGED for r in mix)
+    mixed_ok = sum(r["verdict"] == AGREES for r in mix)
+    # a reference whose lesson cell changed since the GPU ran it measured
+    # other code: a miss against it says nothing until a GPU re-measures
+    stale_misses = sorted(k for k, r in rows.items()
+                          if r["class"] == DEVICE_ONLY
+                          and r["verdict"] != AGREES
+                          and r.get("reference_state") == refs.STALE)
+    return {
+        "device_only": len(dev), "device_only_within_factor": agree,
+        "device_only_misses_on_stale_references": stale_misses,
+        "mixed": len(mix), "mixed_agree": mixed_ok,
+        "mixed_flagged": flagged,
+        # issue 17's "must show": every device-only effect within the
+        # factor, every mixed one agreeing or flagged, at most a quarter
+        # of the mixed ones flagged
+        "must_show_met": (agree == len(dev) and mixed_ok + flagged
+                          == len(mix) and flagged <= len(mix) / 4),
+    }
