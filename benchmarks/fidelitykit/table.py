@@ -157,12 +157,17 @@ def markdown(result):
         "against printing, a graph against eager launches, first use in "
         "a fresh process, a host held by a copy): it agrees when it "
         "points the GPU's way, both above 1, both below 1, or both "
-        f"within a factor of {BAND:g} of 1. The model's device timings "
-        "can follow a profile, but its host is the real one: Python, "
-        "NumPy doing the real work on the CPU, and threads on the same "
-        "cores. Where that real work is slower than the modelled time, "
-        "or competes with the host's own work, a mixed effect can point "
-        "the other way; it is then *flagged*, with the reason.",
+        f"within a factor of {BAND:g} of 1. On the model, host and device "
+        "time lie on one modelled timeline: events read the device clock "
+        "of a GPU profile, and the book's host clocks (`Benchmark`, "
+        "`cpx.profiler.benchmark`'s `cpu_times`) read the host's view of "
+        "that clock, on which each CuPy call costs CuPy's issue time and "
+        "each wait lasts its modelled length (the backends page, \"One "
+        "timeline\"). The host's own work is real on that timeline: Python "
+        "and NumPy run at this machine's speed, and the model's real work "
+        "runs on threads on the same cores. Where that real work competes "
+        "with the host's own work, a mixed effect can point the other way; "
+        "it is then *flagged*, with the reason.",
         "",
         "Each effect is measured here at the size the GPU lesson used, the "
         "size the reference was measured at, where the model can afford "
