@@ -102,11 +102,12 @@ def translated_variants(kernel):
     return len(kernel._translated)
 
 
-def nvidia_smi_fields(index=0):
+def nvidia_smi_fields(bus_id="0000:3B:00.0"):
     """What a reference's device record takes from ``nvidia-smi`` on a GPU
-    (driver version, PCIe link): ``{}`` where it does not run."""
+    (driver version, PCIe link) for the GPU at PCI bus id ``bus_id``:
+    ``{}`` where it does not run."""
     from src.reference.machine import _nvidia_smi
-    return _nvidia_smi(index)
+    return _nvidia_smi(bus_id)
 
 
 def model_profile():
