@@ -13,6 +13,7 @@ import numpy
 import src.cpudevice as cp
 from src import nvmlmodel, timeline, twins
 from src.cpudevice import _hardware as hardware   # noqa: F401  (a probe)
+from src.cpudevice import _routines
 from src.cpudevice.cuda import device as _device
 from src.cpudevice.cuda import pinned_memory as _pinned
 
@@ -191,3 +192,25 @@ def thread_ptds_queue_name(device_id=0):
 def graph_node_count(graph):
     """How many nodes (kernels, copies, event marks) a graph recorded."""
     return len(graph._nodes)
+
+
+def use_accelerators(monkeypatch, names):
+    """Run the test as if CuPy had read ``CUPY_ACCELERATORS`` as ``names``
+    (a list: ``["cub"]``, CuPy's default, or ``[]``)."""
+    monkeypatch.setattr(_routines, "ACCELERATORS", list(names))
+
+
+def accelerators():
+    """The accelerators the model read from ``CUPY_ACCELERATORS``."""
+    return _routines.ACCELERATORS
+
+
+def parse_accelerators(text):
+    """The model's reading of a ``CUPY_ACCELERATORS`` value."""
+    return _routines._accelerators(text)
+
+
+def cub_workspace(func, a, axis=None, dtype=None):
+    """Bytes of CUB workspace the model takes for NumPy's reduction
+    ``func`` of ``a`` (None: CuPy would not send it to CUB)."""
+    return _routines._cub_workspace(func, a, axis, dtype)

@@ -9,7 +9,7 @@ import pytest
 
 import src.cpudevice as cp
 import subproc
-from src.cpudevice import _routines
+from modelkit import cub_workspace, parse_accelerators, use_accelerators
 
 pool = cp.get_default_memory_pool()
 
@@ -29,7 +29,7 @@ class Mallocs(cp.cuda.MemoryHook):
 def accelerators(request, monkeypatch):
     """Each test runs with CUB on (CuPy's default) and off
     (``CUPY_ACCELERATORS=""``)."""
-    monkeypatch.setattr(_routines, "ACCELERATORS", request.param)
+    use_accelerators(monkeypatch, request.param)
     cp.cuda.runtime.deviceSynchronize()
     pool.free_all_blocks()
     yield request.param
@@ -86,7 +86,7 @@ def test_which_reductions_take_the_workspace(monkeypatch, call, cub):
     x = cp.ones((64, 64), dtype=cp.float32)
     counts = []
     for names in (["cub"], []):
-        monkeypatch.setattr(_routines, "ACCELERATORS", names)
+        use_accelerators(monkeypatch, names)
         counts.append(len(mallocs(lambda: call(x))))
     assert counts[0] - counts[1] == (1 if cub else 0)
 
@@ -100,8 +100,7 @@ def test_an_empty_max_names_cubs_operation_only_with_cub(accelerators):
 @pytest.mark.parametrize("value, expected", [
     (None, "['cub']"), ("", "[]"), ("cub,cutensor", "['cub', 'cutensor']")])
 def test_cupy_accelerators_is_read_as_cupy_reads_it(value, expected):
-    code = ("from src.cpudevice import _routines; "
-            "print(_routines.ACCELERATORS)")
+    code = "from modelkit import accelerators; print(accelerators())"
     env = {} if value is None else {"CUPY_ACCELERATORS": value}
     if value is None and "CUPY_ACCELERATORS" in os.environ:
         pytest.skip("CUPY_ACCELERATORS is set for this run")
@@ -112,11 +111,11 @@ def test_cupy_accelerators_is_read_as_cupy_reads_it(value, expected):
 
 def test_an_unknown_accelerator_fails_as_cupys_import_does():
     with pytest.raises(ValueError, match="Unknown accelerator: bogus"):
-        _routines._accelerators("cub,bogus")
+        parse_accelerators("cub,bogus")
 
 
 def test_the_workspace_follows_cubs_tile_and_dtypes():
-    ws = _routines._cub_workspace
+    ws = cub_workspace
     assert ws(numpy.sum, cp.ones(2048, cp.float64), None, None) == 1
     assert ws(numpy.sum, cp.ones(2049, cp.float64), None, None) > 1
     assert ws(numpy.sum, cp.ones(4096, cp.float32), None, None) == 1
