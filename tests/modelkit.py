@@ -13,6 +13,7 @@ import numpy
 import src.cpudevice as cp
 from src import nvmlmodel, timeline, twins
 from src.cpudevice import _hardware as hardware   # noqa: F401  (a probe)
+from src.cpudevice import _cub
 from src.cpudevice.cuda import device as _device
 from src.cpudevice.cuda import pinned_memory as _pinned
 
@@ -102,11 +103,12 @@ def translated_variants(kernel):
     return len(kernel._translated)
 
 
-def nvidia_smi_fields(index=0):
+def nvidia_smi_fields(bus_id="0000:3B:00.0"):
     """What a reference's device record takes from ``nvidia-smi`` on a GPU
-    (driver version, PCIe link): ``{}`` where it does not run."""
+    (driver version, PCIe link) for the GPU at PCI bus id ``bus_id``:
+    ``{}`` where it does not run."""
     from src.reference.machine import _nvidia_smi
-    return _nvidia_smi(index)
+    return _nvidia_smi(bus_id)
 
 
 def model_profile():
@@ -190,3 +192,25 @@ def thread_ptds_queue_name(device_id=0):
 def graph_node_count(graph):
     """How many nodes (kernels, copies, event marks) a graph recorded."""
     return len(graph._nodes)
+
+
+def use_accelerators(monkeypatch, names):
+    """Run the test as if CuPy had read ``CUPY_ACCELERATORS`` as ``names``
+    (a list: ``["cub"]``, CuPy's default, or ``[]``)."""
+    monkeypatch.setattr(_cub, "ACCELERATORS", list(names))
+
+
+def accelerators():
+    """The accelerators the model read from ``CUPY_ACCELERATORS``."""
+    return _cub.ACCELERATORS
+
+
+def parse_accelerators(text):
+    """The model's reading of a ``CUPY_ACCELERATORS`` value."""
+    return _cub._accelerators(text)
+
+
+def cub_workspace(func, a, axis=None, dtype=None):
+    """Bytes of CUB workspace the model takes for NumPy's reduction
+    ``func`` of ``a`` (None: CuPy would not send it to CUB)."""
+    return _cub._cub_workspace(func, a, axis, dtype)

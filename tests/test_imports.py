@@ -38,7 +38,7 @@ LAYERS = [
                  "cuda.pinned_memory", "cuda.graph", "cuda.stream",
                  "cuda.memory", "cuda"]),
     ("arrays", ["_csemantics", "_csyntax", "_ccompile", "_ctranslate",
-                "_core", "_copies", "_ndarray", "_creation", "_routines",
+                "_core", "_copies", "_ndarray", "_creation", "_cub", "_routines",
                 "_kernel", "random"]),
     ("cupyx", ["cupyx.profiler", "cupyx"]),
     ("namespace", [""]),

@@ -239,3 +239,23 @@ def test_host_rss_counts_touched_host_memory():
         before = host_rss()
         h.write(b"\1" * 2**24)                # 16 MiB, written
         assert host_rss() - before >= 2**23
+
+
+def test_the_fused_energys_extra_memory_is_its_partials_result_and_cubs():
+    """Chapter 2's fused peak: stage 1's partial sums (8 bytes a row, in
+    512-byte blocks), the 0-d result, and, when CuPy sends stage 2's sum to
+    CUB (``CUPY_ACCELERATORS`` unset or naming ``cub``), CUB's workspace:
+    1 byte for so few partials, one more 512-byte block. The model takes
+    it where CuPy does."""
+    import os
+    from src.energy import harmonic_energy
+    x = cp.ones(1 << 20, dtype=cp.float32)
+    rows = harmonic_energy.rows(x)
+    assert 2 <= rows <= 2048                # one tile of CUB's reduce
+    cub = "cub" in os.environ.get("CUPY_ACCELERATORS", "cub").split(",")
+    with MemoryMonitor() as mon:
+        e = harmonic_energy(x, 1.0, 0.0)
+    assert float(e) == x.size / 2
+    partials = -(-8 * rows // 512) * 512
+    assert mon.peak_allocated - mon.start_allocated == \
+        partials + 512 + (512 if cub else 0)

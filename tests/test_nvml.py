@@ -114,6 +114,37 @@ def test_a_bad_handle_is_an_invalid_argument(started):
             call(0)
 
 
+def test_a_handle_by_pci_bus_id_is_the_cuda_devices(started):
+    """NVML's order need not be CUDA's (CUDA_VISIBLE_DEVICES), so the book
+    takes the handle by the device's PCI bus id: the stand-in takes it as
+    pynvml does (str or bytes, NVML's 8-digit domain too)."""
+    for i in range(model.cuda.runtime.getDeviceCount()):
+        bus_id = model.cuda.Device(i).pci_bus_id
+        handle = nvml.nvmlDeviceGetHandleByPciBusId(bus_id)
+        assert handle == nvml.nvmlDeviceGetHandleByIndex(i)
+        assert nvml.nvmlDeviceGetHandleByPciBusId(bus_id.encode()) == handle
+        assert nvml.nvmlDeviceGetHandleByPciBusId(
+            "0000" + bus_id.lower()) == handle
+
+
+def test_a_pci_bus_id_of_no_device_is_not_found(started):
+    with pytest.raises(nvml.NVMLError_NotFound) as info:
+        nvml.nvmlDeviceGetHandleByPciBusId("0000:FF:1F.0")
+    assert info.value.value == nvml.NVML_ERROR_NOT_FOUND
+    assert str(info.value) == "Not Found"
+
+
+@pytest.mark.parametrize("bus_id", ["not a bus id", "", "0000:00:00"])
+def test_a_malformed_pci_bus_id_is_an_invalid_argument(started, bus_id):
+    with pytest.raises(nvml.NVMLError_InvalidArgument):
+        nvml.nvmlDeviceGetHandleByPciBusId(bus_id)
+
+
+def test_a_handle_by_pci_bus_id_needs_nvmlInit():
+    with pytest.raises(nvml.NVMLError_Uninitialized):
+        nvml.nvmlDeviceGetHandleByPciBusId(model.cuda.Device(0).pci_bus_id)
+
+
 # --- memory ------------------------------------------------------------------
 
 def memory(device=0):

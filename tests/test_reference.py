@@ -358,6 +358,10 @@ def test_a_gpus_record_reads_device_0_with_its_sizes_in_mib_and_gib(
                     "totalGlobalMem": 85_520_809_984, "major": 9,
                     "minor": 0, "asyncEngineCount": 3,
                     "concurrentKernels": 1}
+        @staticmethod
+        def deviceGetPCIBusId(index):
+            asked.append(index)
+            return "0000:3B:00.0"
         runtimeGetVersion = staticmethod(lambda: 12080)
         driverGetVersion = staticmethod(lambda: 13000)
 
@@ -367,9 +371,10 @@ def test_a_gpus_record_reads_device_0_with_its_sizes_in_mib_and_gib(
     monkeypatch.setattr(src, "BACKEND", "gpu")
     monkeypatch.setattr(src, "cp", FakeCupy)
     monkeypatch.setattr(R.machine, "_nvidia_smi",
-                        lambda index: asked.append(index) or {})
+                        lambda bus_id: asked.append(bus_id) or {})
     info = R.device_info()
-    assert asked == [0, 0]
+    # nvidia-smi is asked by the PCI bus id of CUDA's device 0, not by 0
+    assert asked == [0, 0, "0000:3B:00.0"]
     assert (info["name"], info["sms"]) == ("NVIDIA H100 80GB HBM3", 132)
     assert info["l2_mib"] == 50
     assert info["memory_gib"] == 79.6
@@ -390,7 +395,7 @@ def test_a_gpus_record_reads_device_0_with_its_sizes_in_mib_and_gib(
 def test_a_gpus_record_takes_driver_and_link_from_nvidia_smi(
         monkeypatch, code, out, fields):
     def run(args, check=False, **kwargs):
-        assert args[0] == "nvidia-smi" and "--id=0" in args
+        assert args[0] == "nvidia-smi" and "--id=0000:3B:00.0" in args
         if code is None:
             raise FileNotFoundError(args[0])
         done = subprocess.CompletedProcess(args, code, out, "")
@@ -398,7 +403,7 @@ def test_a_gpus_record_takes_driver_and_link_from_nvidia_smi(
             done.check_returncode()
         return done
     monkeypatch.setattr("subprocess.run", run)
-    assert nvidia_smi_fields(0) == fields
+    assert nvidia_smi_fields("0000:3B:00.0") == fields
 
 
 def test_import_refuses_the_model_and_unexpected_errors(tmp_path):

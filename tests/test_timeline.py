@@ -371,7 +371,7 @@ def legend_texts(ax):
 
 def test_gantt_says_which_starts_are_inferred_and_which_measured():
     ax = timeline.gantt(OPS)
-    assert "start inferred, not measured" in legend_texts(ax)
+    assert timeline.INFERRED_LABEL in legend_texts(ax)
     assert not any("measured (" in t for t in legend_texts(ax))
     bars = [c for c in ax.collections if not c.get_hatch()]
     assert all(c.get_alpha() == timeline.INFERRED_ALPHA for c in bars)
@@ -385,7 +385,7 @@ def test_gantt_says_which_starts_are_inferred_and_which_measured():
     assert sorted(tick.get_ydata()) == pytest.approx([y0, y1])
     texts = legend_texts(ax)
     assert "start measured (kernel's clock)" in texts
-    assert "start inferred, not measured" in texts
+    assert timeline.INFERRED_LABEL in texts
     alphas = sorted(str(c.get_alpha()) for c in ax.collections)
     assert alphas == sorted(["None", str(timeline.INFERRED_ALPHA)])
     matplotlib.pyplot.close(ax.figure)
@@ -396,7 +396,7 @@ def test_gantt_names_a_measured_wait_only_where_a_measured_op_waited():
     reached before it started; a measured op that started when reached,
     beside inferred ops that waited, gets only the inferred-wait entry."""
     measured_wait = "measured wait: reached, not started"
-    inferred_wait = "inferred wait for its engine"
+    inferred_wait = "inferred wait for its engine or link"
     ops = [OPS[0], OPS[1]._replace(measured=True), OPS[2]]  # OPS[2] waits
     ax = timeline.gantt(ops)
     texts = legend_texts(ax)
@@ -439,15 +439,38 @@ def test_chrome_trace_has_microseconds_and_a_named_thread_per_lane():
 
 
 def test_chrome_trace_names_a_wait_inferred_or_measured():
-    """An inferred start's wait is "wait for engine" (the inference's
+    """An inferred start's wait is "wait for engine or link" (the inference's
     reason); a measured start's wait is only a wait: its cause is not
     known."""
     ops = [OPS[2], OPS[3]._replace(measured=True)]
     waits = [e["name"] for e in timeline.chrome_trace(ops)["traceEvents"]
              if e.get("cat") == "wait"]
-    assert waits == ["wait for engine (H2D 1)", "wait (kernel 1)"]
+    assert waits == ["wait for engine or link (H2D 1)", "wait (kernel 1)"]
 
 
 def test_saved_trace_is_the_same_json(tmp_path):
     path = timeline.save_chrome_trace(OPS, tmp_path / "t.json")
     assert json.loads(path.read_text()) == timeline.chrome_trace(OPS)
+
+
+def test_copies_in_one_direction_take_turns_on_the_link():
+    """Two H2D copies on two streams that shared the link (an H100's three
+    copy engines can keep both in flight; each then moves at half the
+    rate): both reached at 0, one done at 2 ms, the other at 4 ms. The
+    inference gives each the link time it had to itself, so the copies'
+    durations add up to the time the link was busy, which is what the
+    bounds (`pipeline.run_bound`, `gained`) need; the later copy is drawn
+    as starting when the first ended. A copy out is on the other
+    direction of the link, and does not wait for them."""
+    ops = [timeline.Op("s1", "H2D", "H2D 0", 0.0, 0.0, 2.0),
+           timeline.Op("s2", "H2D", "H2D 1", 0.0, 0.0, 4.0),
+           timeline.Op("s3", "D2H", "D2H 0", 0.0, 0.0, 3.0)]
+    got = timeline.on_engines(ops)
+    assert [op.start for op in got] == [0.0, 2.0, 0.0]
+    assert timeline.work(got, "H2D") == timeline.busy(got, "H2D") == 4.0
+    assert timeline.ENGINES["H2D"] != timeline.ENGINES["D2H"]
+
+
+def test_the_legend_names_the_assumption_behind_inferred_starts():
+    assert "take turns on the link" in " ".join(
+        timeline.INFERRED_LABEL.split())

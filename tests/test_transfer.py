@@ -168,6 +168,41 @@ def test_nominal_link_bandwidth_reads_sysfs_at_the_devices_address(
         pytest.approx(16 * 16 * 128 / 130 / 8 * 1e9)
 
 
+def gpu_behind_port(tmp_path, gpu, port):
+    """sysfs as Linux lays it out: ``devices/0000:65:00.0`` a link to the
+    GPU's directory, under its upstream port's; each ``(speed, width)``
+    written as the port's maximum (None: no entry)."""
+    port_dir = tmp_path / "sys" / "pci0000:64" / "0000:64:00.0"
+    gpu_dir = port_dir / "0000:65:00.0"
+    for where, link in ((port_dir, port), (gpu_dir, gpu)):
+        where.mkdir(parents=True, exist_ok=True)
+        if link is not None:
+            (where / "max_link_speed").write_text(f"{link[0]} GT/s PCIe\n")
+            (where / "max_link_width").write_text(f"{link[1]}\n")
+    devices = tmp_path / "devices"
+    devices.mkdir()
+    (devices / "0000:65:00.0").symlink_to(gpu_dir)
+    return devices
+
+
+@pytest.mark.parametrize("gpu, port, gts, lanes", [
+    (("32.0", 16), ("16.0", 16), 16, 16),   # a PCIe 5 GPU in a PCIe 4 slot
+    (("32.0", 16), ("32.0", 8), 32, 8),     # a x16 GPU in a x8 slot
+    (("16.0", 16), ("32.0", 16), 16, 16),   # the GPU is the slower end
+    (("32.0", 16), None, 32, 16),           # no port entry: the GPU's own
+])
+def test_the_nominal_link_is_the_slower_ends_maximum(
+        tmp_path, monkeypatch, gpu, port, gts, lanes):
+    """A link trains to what both ends can do: the lesser of the GPU's and
+    its upstream port's maximum, as nvidia-smi's pcie.link.gen.max; never
+    the current link, which an idle GPU trains down."""
+    sysfs = gpu_behind_port(tmp_path, gpu, port)
+    monkeypatch.setattr(cp.cuda.runtime, "getDeviceProperties",
+                        fake_properties(0))
+    assert transfer.nominal_link_bandwidth(0, sysfs=sysfs) == \
+        pytest.approx(gts * lanes * 128 / 130 / 8 * 1e9)
+
+
 def test_no_link_bandwidth_without_sysfs_entry_or_for_integrated_device(
         tmp_path, monkeypatch):
     monkeypatch.setattr(cp.cuda.runtime, "getDeviceProperties",

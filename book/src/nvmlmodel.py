@@ -20,7 +20,12 @@ the book uses, reporting *modelled* numbers:
 As in pynvml, every function but `nvmlInit` raises `NVMLError` (its
 `NVMLError_Uninitialized` subclass) unless `nvmlInit` has been called more
 often than `nvmlShutdown`; a bad device index raises
-`NVMLError_InvalidArgument`.
+`NVMLError_InvalidArgument`, a PCI bus id of no device
+`NVMLError_NotFound`. NVML numbers a machine's GPUs in PCI bus order and
+ignores ``CUDA_VISIBLE_DEVICES``, so its index need not be CUDA's: the book
+takes a handle by the device's PCI bus id (CuPy's ``Device.pci_bus_id``),
+which names the same GPU in both. The model's devices are in PCI order
+already, so both numberings agree here.
 """
 import operator
 import threading
@@ -38,6 +43,7 @@ CONTEXT_BYTES = 512 * 2**20
 NVML_SUCCESS = 0
 NVML_ERROR_UNINITIALIZED = 1
 NVML_ERROR_INVALID_ARGUMENT = 2
+NVML_ERROR_NOT_FOUND = 6
 NVML_ERROR_ARGUMENT_VERSION_MISMATCH = 25
 nvmlMemory_v2 = 0x02000028
 
@@ -51,6 +57,7 @@ class NVMLError(Exception):
     _errcode_to_string = {
         NVML_ERROR_UNINITIALIZED: "Uninitialized",
         NVML_ERROR_INVALID_ARGUMENT: "Invalid Argument",
+        NVML_ERROR_NOT_FOUND: "Not Found",
         NVML_ERROR_ARGUMENT_VERSION_MISMATCH: "Argument Version Mismatch",
     }
 
@@ -90,6 +97,7 @@ NVMLError_Uninitialized = _error_class(NVML_ERROR_UNINITIALIZED,
                                        "Uninitialized")
 NVMLError_InvalidArgument = _error_class(NVML_ERROR_INVALID_ARGUMENT,
                                          "InvalidArgument")
+NVMLError_NotFound = _error_class(NVML_ERROR_NOT_FOUND, "NotFound")
 NVMLError_ArgumentVersionMismatch = _error_class(
     NVML_ERROR_ARGUMENT_VERSION_MISMATCH, "ArgumentVersionMismatch")
 
@@ -190,6 +198,27 @@ def nvmlDeviceGetHandleByIndex(index):
     return c_nvmlDevice_t(index)
 
 
+def nvmlDeviceGetHandleByPciBusId(pciBusId):
+    """The handle of the device at PCI bus id ``pciBusId`` (str or bytes,
+    ``domain:bus:device.function`` in hexadecimal, the domain of 4 digits
+    as CUDA writes it or 8 as NVML does); NVMLError_InvalidArgument if it
+    is no bus id, NVMLError_NotFound if no device is there."""
+    if isinstance(pciBusId, str):
+        pciBusId = pciBusId.encode()
+    if not isinstance(pciBusId, bytes):         # ctypes' c_char_p
+        raise TypeError(f"bytes or integer address expected instead of "
+                        f"{type(pciBusId).__name__} instance")
+    _check_initialized()
+    runtime = cpudevice.cuda.runtime
+    text = pciBusId.decode(errors="replace")
+    if not runtime._same_bus_id(text, text):
+        raise NVMLError(NVML_ERROR_INVALID_ARGUMENT)
+    for index in range(runtime.getDeviceCount()):
+        if runtime._same_bus_id(text, runtime.deviceGetPCIBusId(index)):
+            return c_nvmlDevice_t(index)
+    raise NVMLError(NVML_ERROR_NOT_FOUND)
+
+
 def nvmlDeviceGetName(handle):
     """The device's name, as text."""
     _check_initialized()
@@ -221,5 +250,6 @@ def nvmlDeviceGetMemoryInfo(handle, version=None):
 __all__ = ["CONTEXT_BYTES", "NVMLError", "NVMLError_Uninitialized",
            "NVMLError_InvalidArgument", "NVMLError_ArgumentVersionMismatch",
            "nvmlInit", "nvmlShutdown", "nvmlDeviceGetCount",
-           "nvmlDeviceGetHandleByIndex", "nvmlDeviceGetName",
+           "NVMLError_NotFound", "nvmlDeviceGetHandleByIndex",
+           "nvmlDeviceGetHandleByPciBusId", "nvmlDeviceGetName",
            "nvmlDeviceGetMemoryInfo", "nvmlMemory_v2"]

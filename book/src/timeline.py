@@ -11,10 +11,16 @@ RawKernels can: launched inside ``Timeline.op``, they record the GPU's
 ``%globaltimer`` at their first block's start (`src.kernels.stamping`),
 which the timeline aligns with its events through a stamp taken right at
 its origin. Those starts are *measured*. Every other start is *inferred*
-by `on_engines`: an engine is assumed to run one operation at a time,
-which holds for a copy engine but not for kernels on a GPU that runs
-kernels from several streams concurrently (``concurrentKernels``).
-`gantt` draws inferred starts differently and says so in its legend.
+by `on_engines`, which assumes that the ops of one label take turns:
+copies in one direction on that direction of the link, kernels on the
+compute engine. For copies that is the link's time, not the copy
+engines': a GPU with several copy engines (an H100 has three) may keep
+two copies in one direction in flight at once, but they share the link's
+bandwidth, so their inferred durations still add up to the time the link
+was busy (its later copy's start is drawn late). For kernels it does not
+hold on a GPU that runs kernels from several streams concurrently
+(``concurrentKernels``). `gantt` draws inferred starts differently and
+names the assumption in its legend.
 
 `Timeline` records the operations; `gantt` draws them; `chrome_trace`
 exports them for Perfetto and chrome://tracing; `busy` and `work` total
@@ -28,10 +34,17 @@ from typing import NamedTuple
 from . import cp, kernels
 from .timing import EventTimer
 
-# The engine each label runs on: one copy engine per direction and one for
-# kernels, as on a GPU with asyncEngineCount == 2 (and the CPU device model).
-ENGINES = {"H2D": "copy engine H2D", "kernel": "compute engine",
-           "D2H": "copy engine D2H"}
+# What the ops of each label take turns on when their starts are inferred
+# (`on_engines`): copies, each direction of the link, however many copy
+# engines the GPU has (asyncEngineCount; copies in one direction share the
+# link's bandwidth); kernels, the compute engine. The CPU device model has
+# one copy engine per direction, so there the two agree.
+ENGINES = {"H2D": "link H2D", "kernel": "compute engine", "D2H": "link D2H"}
+
+#: The assumption behind inferred starts, as `gantt`'s legend names it.
+INFERRED_LABEL = ("start inferred, not measured: copies in one\n"
+                  "direction take turns on the link, kernels\n"
+                  "on the compute engine")
 
 COLORS = {"H2D": "tab:blue", "kernel": "tab:orange", "D2H": "tab:green"}
 
@@ -169,11 +182,16 @@ class Timeline:
 
 def on_engines(ops, engines=ENGINES):
     """Set each op's ``start`` where it was not measured: when its stream
-    reached it *and* its engine was free. This *infers* that an engine runs
-    one op at a time, so that its ops ran in the order they finished; true
-    of a copy engine, false of kernels on a GPU with concurrent kernels.
-    Labels with no engine start when they are ready. A measured start
-    (``op.measured``) is kept, and its op still occupies its engine."""
+    reached it *and* its engine (in `ENGINES`) was free. This *infers* that
+    an engine runs one op at a time, so that its ops ran in the order they
+    finished. For copies the engine is a direction of the link: copies in
+    one direction on several copy engines share its bandwidth, so each
+    copy's inferred span is the link time it had to itself, and together
+    they add up to the time the link was busy (`work` equals `busy`); a
+    copy that really started beside another is drawn as starting later.
+    False of kernels on a GPU with concurrent kernels. Labels with no
+    engine start when they are ready. A measured start (``op.measured``)
+    is kept, and its op still occupies its engine."""
     start = {}
     free = {}
     for i in sorted(range(len(ops)), key=lambda i: ops[i].end):
@@ -252,7 +270,8 @@ def gantt(ops, ax=None, title=None):
     measured (a kernel's own clock) is a solid bar with a black tick at its
     start; an op whose start was inferred is a lighter bar with a dashed
     edge. The time between its stream reaching an op and its start is
-    hatched. The legend says which is which."""
+    hatched. The legend says which is which, and names the assumption
+    behind inferred starts (`INFERRED_LABEL`)."""
     import matplotlib.pyplot as plt
     from matplotlib.lines import Line2D
     from matplotlib.patches import Patch
@@ -291,11 +310,11 @@ def gantt(ops, ax=None, title=None):
     if any(not op.measured for op in ops):
         handles.append(Patch(facecolor="gray", alpha=INFERRED_ALPHA,
                              edgecolor="black", linestyle="--",
-                             label="start inferred, not measured"))
+                             label=INFERRED_LABEL))
     if any(op.start > op.ready and not op.measured for op in ops):
         handles.append(Patch(facecolor="none", edgecolor="black",
                              hatch="///",
-                             label="inferred wait for its engine"))
+                             label="inferred wait for its engine or link"))
     if any(op.start > op.ready and op.measured for op in ops):
         handles.append(Patch(facecolor="none", edgecolor="black",
                              hatch="///",
@@ -323,7 +342,7 @@ def chrome_trace(ops, process="GPU"):
     for op in ops:
         tid = rows.index(op.lane)
         if op.start > op.ready:
-            events.append({"name": f"wait for engine ({op.name})"
+            events.append({"name": f"wait for engine or link ({op.name})"
                            if not op.measured else f"wait ({op.name})",
                            "cat": "wait", "ph": "X", "pid": 0, "tid": tid,
                            "ts": op.ready * 1e3,

@@ -207,10 +207,27 @@ def pcie_bandwidth(speed, width):
     return gts * 1e9 * lanes * efficiency / 8
 
 
+def _max_link(path):
+    """``(GT/s, lanes)``: the most a PCIe port at sysfs ``path`` can do
+    (``max_link_speed``, ``max_link_width``)."""
+    speed = (path / "max_link_speed").read_text()
+    width = (path / "max_link_width").read_text()
+    return float(speed.split()[0]), int(width)
+
+
 def nominal_link_bandwidth(device=0, sysfs="/sys/bus/pci/devices"):
     """Nominal one-way bytes/s of the link between host and ``device``, from
     its PCI address and Linux sysfs; None where the device reports no link
-    (an integrated device shares host memory) or sysfs has none."""
+    (an integrated device shares host memory) or sysfs has none.
+
+    The link is the fastest the system allows, as ``nvidia-smi``'s
+    ``pcie.link.gen.max`` and NVML's ``nvmlDeviceGetMaxPcieLinkGeneration``
+    report it: the lesser of the GPU's own maximum and its upstream port's
+    (the slot's), generation and width each, since a link trains to what
+    both ends can do (a PCIe 5 GPU in a PCIe 4 slot gets PCIe 4). Not the
+    link as it runs now (``current_link_*``): an idle GPU trains its link
+    down to save power. Where the upstream port has no entry (the GPU sits
+    on a root complex) the GPU's own maximum is used."""
     props = cp.cuda.runtime.getDeviceProperties(device)
     if props["integrated"]:
         return None
@@ -218,11 +235,15 @@ def nominal_link_bandwidth(device=0, sysfs="/sys/bus/pci/devices"):
         props["pciDomainID"], props["pciBusID"], props["pciDeviceID"])
     path = Path(sysfs) / address
     try:
-        speed = (path / "max_link_speed").read_text()
-        width = (path / "max_link_width").read_text()
-        return pcie_bandwidth(speed, width)
+        gts, lanes = _max_link(path)
     except (OSError, ValueError, IndexError):
         return None
+    try:
+        up_gts, up_lanes = _max_link(path.resolve().parent)
+        gts, lanes = min(gts, up_gts), min(lanes, up_lanes)
+    except (OSError, ValueError, IndexError):
+        pass
+    return pcie_bandwidth(f"{gts} GT/s", str(lanes))
 
 
 def log2_sizes(smallest, largest):

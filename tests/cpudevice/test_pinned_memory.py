@@ -56,6 +56,33 @@ def test_pageable_asarray_is_staged_so_the_source_can_change_at_once():
     assert dev.get(stream=s).sum() == 1000
 
 
+def test_pinning_the_source_frees_the_copy_in_but_not_a_copy_out():
+    """Chapter 7's exercise 2: with ``h`` pinned, ``cp.asarray(h)`` is one
+    asynchronous copy (no staging: it returns while its stream is held),
+    but ``cp.asnumpy(result)`` still writes into a new, pageable array,
+    whose copy is staged and holds the host until it is done."""
+    s = cp.cuda.Stream(non_blocking=True)
+    gate = Gate().hold_stream(s)
+    h = cpx.zeros_pinned(1000)
+    with s:
+        x = cp.asarray(h)           # returns with the copy still queued
+        result = x + 1
+    assert not s.done
+    returned = threading.Event()
+    out = []
+
+    def copy_out():
+        out.append(cp.asnumpy(result, stream=s))
+        returned.set()
+    thread = threading.Thread(target=copy_out)
+    thread.start()
+    assert not returned.wait(0.2)   # held: its copy waits behind the gate
+    gate.open()
+    assert returned.wait(WAIT_S)
+    thread.join()
+    assert out[0].sum() == 1000
+
+
 def test_pinned_copy_is_asynchronous_and_reads_the_buffer_later():
     s = cp.cuda.Stream(non_blocking=True)
     gate = Gate().hold_stream(s)

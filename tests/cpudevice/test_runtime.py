@@ -5,6 +5,7 @@ streams and capture's rules, the device properties' keys, the per-thread
 current device, and the current stream after ``with`` and ``use()``.
 Ordering is tested with gates, never with timing."""
 import gc
+import re
 import threading
 
 import numpy
@@ -468,6 +469,23 @@ def test_a_profile_without_properties_gets_cudas_defaults():
     assert p["integrated"] == 1             # device memory is host RAM
     assert cp.cuda.runtime.getDeviceProperties(0)["multiProcessorCount"] \
         == old.properties["multiProcessorCount"]
+
+
+def test_pci_bus_ids_are_cudas_strings_and_name_their_devices():
+    """``Device.pci_bus_id`` is a str, ``domain:bus:device.function`` in
+    hexadecimal, as CUDA writes it (``0000:3B:00.0`` on a GPU); each
+    device's is its own, and ``Device.from_pci_bus_id`` finds it again."""
+    ids = [cp.cuda.Device(i).pci_bus_id
+           for i in range(cp.cuda.runtime.getDeviceCount())]
+    assert len(set(ids)) == len(ids)
+    for i, bus_id in enumerate(ids):
+        assert re.fullmatch(r"[0-9A-F]{4}:[0-9A-F]{2}:[0-9A-F]{2}\.0", bus_id)
+        assert bus_id == cp.cuda.runtime.deviceGetPCIBusId(i)
+        assert cp.cuda.Device.from_pci_bus_id(bus_id) == cp.cuda.Device(i)
+        assert cp.cuda.runtime.deviceGetByPCIBusId(bus_id.lower()) == i
+    with pytest.raises(cp.cuda.runtime.CUDARuntimeError,
+                       match="cudaErrorInvalidValue"):
+        cp.cuda.runtime.deviceGetByPCIBusId("0000:FF:1F.0")
 
 
 # -- the current device is per thread -----------------------------------------

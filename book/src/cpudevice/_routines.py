@@ -13,6 +13,7 @@ from numpy.lib.array_utils import normalize_axis_tuple
 from ._core import (_broadcast_shape, _check_device, _check_host_operand,
                     _check_ufunc_operand, _fusing, _in_fused_body, _launch)
 from ._hardware import api
+from . import _cub
 from ._ndarray import _empty, _nbytes, ndarray
 from ._creation import asarray
 from .cuda.stream import _check_cublas_capture
@@ -122,9 +123,11 @@ def _reduced_shape(shape, axis, keepdims):
 
 _NO_DTYPE = {numpy.max, numpy.min, numpy.argmax, numpy.argmin,
              numpy.all, numpy.any}
+
+
 # Reductions with no identity, by the name CuPy's error gives them: a full
-# reduction goes to CUB (CuPy's default accelerator), an axis reduction to
-# CuPy's own reduction kernel.
+# reduction goes to CUB (CuPy's default accelerator), or, with CUB off, to
+# CuPy's own reduction kernel, as an axis reduction does.
 _NO_IDENTITY = {numpy.max: ("CUPY_CUB_MAX", "cupy_max"),
                 numpy.min: ("CUPY_CUB_MIN", "cupy_min"),
                 numpy.argmax: ("CUPY_CUB_ARGMAX", "cupy_argmax"),
@@ -152,7 +155,8 @@ def _reduce(func, a, axis=None, dtype=None, out=None, keepdims=False,
         raise TypeError("axis must be an integer for argmax/argmin")
     shape = _reduced_shape(a.shape, axis, keepdims)
     if a.size == 0 and func in _NO_IDENTITY and math.prod(shape) != 0:
-        full = len(_reduced_shape(a.shape, axis, False)) == 0
+        full = len(_reduced_shape(a.shape, axis, False)) == 0 and \
+            "cub" in _cub.ACCELERATORS
         raise ValueError("zero-size array to reduction operation {} which "
                          "has no identity".format(
                              _NO_IDENTITY[func][0 if full else 1]))
@@ -181,6 +185,9 @@ def _reduce(func, a, axis=None, dtype=None, out=None, keepdims=False,
     else:
         def run():
             func(src, axis=axis, out=dst, keepdims=keepdims, **kw)
+    workspace = _cub._cub_workspace(func, a, axis, dtype)
+    if workspace is not None:       # alive until the launch is queued
+        workspace = _empty((workspace,), numpy.uint8)
     _launch(run, src.nbytes + dst.nbytes)
     return out
 

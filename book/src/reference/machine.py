@@ -27,13 +27,16 @@ def _cuda_version(v):
     return f"{v // 1000}.{v % 1000 // 10}"
 
 
-def _nvidia_smi(index):
-    """Driver version and PCIe link from nvidia-smi, where it runs."""
+def _nvidia_smi(bus_id):
+    """Driver version and PCIe link from nvidia-smi, where it runs, for the
+    GPU at PCI bus id ``bus_id`` (nvidia-smi numbers GPUs as NVML does, in
+    PCI order and blind to ``CUDA_VISIBLE_DEVICES``: a CUDA index could
+    name another GPU)."""
     fields = "driver_version,pcie.link.gen.max,pcie.link.width.max"
     try:
         out = subprocess.run(
             ["nvidia-smi", f"--query-gpu={fields}", "--format=csv,noheader",
-             f"--id={index}"], capture_output=True, text=True, timeout=30,
+             f"--id={bus_id}"], capture_output=True, text=True, timeout=30,
             check=True).stdout.strip()
         driver, gen, width = [s.strip() for s in out.split(",")]
     except (OSError, subprocess.SubprocessError, ValueError):
@@ -74,7 +77,7 @@ def device_info(index=0):
         info["cupy"] = cp.__version__ + (f" ({dists[0]})" if dists else "")
     except Exception:                       # noqa: BLE001  (best effort)
         info["cupy"] = cp.__version__
-    info.update(_nvidia_smi(index))
+    info.update(_nvidia_smi(runtime.deviceGetPCIBusId(index)))
     return info
 
 

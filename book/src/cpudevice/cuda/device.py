@@ -33,6 +33,12 @@ class Device:
         else:
             self.id = int(device)
 
+    @classmethod
+    def from_pci_bus_id(cls, pci_bus_id):
+        """The device with PCI bus id ``pci_bus_id``
+        (``domain:bus:device.function``, hexadecimal)."""
+        return cls(runtime.deviceGetByPCIBusId(pci_bus_id))
+
     def __int__(self):
         return self.id
 
@@ -72,6 +78,12 @@ class Device:
     def compute_capability(self):
         p = runtime.getDeviceProperties(self.id)
         return f"{p['major']}{p['minor']}"
+
+    @property
+    def pci_bus_id(self):
+        """The device's PCI bus id, a str: ``domain:bus:device.function``
+        in hexadecimal (``"0000:00:00.0"``), as CUDA writes it."""
+        return runtime.deviceGetPCIBusId(self.id)
 
     @property
     def mem_info(self):

@@ -150,6 +150,41 @@ def getDeviceProperties(device):
     return props
 
 
+def deviceGetPCIBusId(device):
+    """The device's PCI bus id as CUDA writes it, ``domain:bus:device.0``
+    in hexadecimal (``"0000:00:00.0"``), from its properties."""
+    props = getDeviceProperties(device)
+    return "{:04X}:{:02X}:{:02X}.0".format(
+        props["pciDomainID"], props["pciBusID"], props["pciDeviceID"])
+
+
+def deviceGetByPCIBusId(pci_bus_id):
+    """The device whose PCI bus id is ``pci_bus_id`` (a str; CUDA also
+    takes a domain of 8 digits, and any case); cudaErrorInvalidValue if
+    there is none."""
+    if not isinstance(pci_bus_id, str):
+        raise TypeError(f"Argument 'pci_bus_id' has incorrect type "
+                        f"(expected str, got {type(pci_bus_id).__name__})")
+    for device in range(_N_DEVICES):
+        if _same_bus_id(pci_bus_id, deviceGetPCIBusId(device)):
+            return device
+    raise CUDARuntimeError(errorInvalidValue)
+
+
+def _same_bus_id(a, b):
+    """Whether two PCI bus ids name the same device: ``domain:bus:device
+    .function`` in hexadecimal, whatever the case and the domain's width
+    (CUDA writes 4 digits, NVML 8)."""
+    def parts(text):
+        try:
+            head, function = text.strip().split(".")
+            domain, bus, device = head.split(":")
+            return tuple(int(v, 16) for v in (domain, bus, device, function))
+        except ValueError:
+            return None
+    return parts(a) is not None and parts(a) == parts(b)
+
+
 def memGetInfo():
     """``(free, total)`` bytes of the current device, as the device sees it."""
     dev = _state(getDevice())
