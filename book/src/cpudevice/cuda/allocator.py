@@ -57,9 +57,11 @@ class _Raw:
 
     __slots__ = ()
 
-    def _own(self, size, device_id):
+    def _own(self, size, device_id, dm=None):
+        """Hold ``dm`` (a `_Device_Memory`; None: a new one of ``size``)."""
         self.size, self.device_id = size, device_id
-        dm = _Device_Memory(size, device_id)
+        if dm is None:
+            dm = _Device_Memory(size, device_id)
         self.buf = dm.buf
         self.ptr = dm.ptr if size else 0
         self.chunk = _Chunk(dm, 0, size, None)

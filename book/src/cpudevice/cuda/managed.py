@@ -33,8 +33,9 @@ import numpy
 from .. import _hardware
 from .._hardware import api
 from . import memory, runtime
-from .device import Device, _state
-from .memory import MemoryPointer, _Chunk, _Device_Memory
+from .allocator import _Raw
+from .device import _state
+from .memory import MemoryPointer, _Device_Memory
 from .memory_async import _queue_of_ptr
 
 PAGE = 2 << 20                      # modelled migration unit: 2 MiB
@@ -216,7 +217,7 @@ def memAdvise(devPtr, count, advice, device):
 
 
 # -- cupy.cuda.memory -------------------------------------------------------
-class ManagedMemory:
+class ManagedMemory(_Raw):
     """Managed memory: one pointer for the device and the host, its pages
     migrating to the side that uses them."""
 
@@ -224,25 +225,11 @@ class ManagedMemory:
                  "__weakref__")
 
     def __init__(self, size):
-        self.size = size
-        self.device_id = runtime._tls.device
-        self.ptr = 0
+        device_id = runtime._tls.device
         self._range = None
         if size > 0:
-            self.ptr = mallocManaged(size)
-            self._range = _ranges[self.ptr]
-            mem = self._range.mem
-        else:
-            mem = _Device_Memory(0, self.device_id)
-        self.buf = mem.buf
-        self.chunk = _Chunk(mem, 0, size, None)
-
-    def __int__(self):
-        return self.ptr
-
-    @property
-    def device(self):
-        return Device(self.device_id)
+            self._range = _ranges[mallocManaged(size)]
+        self._own(size, device_id, self._range and self._range.mem)
 
     def prefetch(self, stream, *, device_id=runtime.cudaInvalidDeviceId):
         """Prefetch the memory to ``device_id`` (-1: the host; default: its

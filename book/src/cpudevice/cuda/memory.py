@@ -227,6 +227,24 @@ class _ZeroMemory:
         self.chunk = _Chunk(_Device_Memory(0, device_id), 0, 0, None)
 
 
+def _limit_bytes(size, fraction, total):
+    """A pool's ``set_limit(size, fraction)`` in bytes, with CuPy's checks
+    (``fraction`` of the device's ``total``; nothing given: 0)."""
+    if size is None:
+        if fraction is None:
+            return 0
+        if not 0 <= fraction <= 1:
+            raise ValueError(
+                "memory limit fraction out of range: {}".format(fraction))
+        return _limit_bytes(fraction * total, None, total)
+    if fraction is not None:
+        raise ValueError("size and fraction cannot be specified at "
+                         "one time")
+    if size < 0:
+        raise ValueError("memory limit size out of range: {}".format(size))
+    return int(size)
+
+
 class SingleDeviceMemoryPool:
     """The pool of one device."""
 
@@ -361,23 +379,8 @@ class SingleDeviceMemoryPool:
         return self._total
 
     def set_limit(self, size=None, fraction=None):
-        if size is None:
-            if fraction is None:
-                size = 0
-            else:
-                if not 0 <= fraction <= 1:
-                    raise ValueError(
-                        "memory limit fraction out of range: {}".format(
-                            fraction))
-                size = fraction * _state(self._device_id).capacity
-            self.set_limit(size=size)
-            return
-        if fraction is not None:
-            raise ValueError("size and fraction cannot be specified at "
-                             "one time")
-        if size < 0:
-            raise ValueError("memory limit size out of range: {}".format(size))
-        self._limit = int(size)
+        self._limit = _limit_bytes(size, fraction,
+                                   _state(self._device_id).capacity)
 
     def get_limit(self):
         return self._limit

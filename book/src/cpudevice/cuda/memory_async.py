@@ -30,9 +30,10 @@ import weakref
 from .. import _hardware
 from .._hardware import api
 from . import memory, runtime
+from .allocator import _Raw
 from .device import _state
-from .memory import MemoryPointer, OutOfMemoryError, _Chunk, _Device_Memory
-from .memory import _round_size
+from .memory import MemoryPointer, OutOfMemoryError, _Device_Memory
+from .memory import _limit_bytes, _round_size
 from .stream import _queue_of, get_current_stream
 
 UINT64_MAX = 2 ** 64 - 1
@@ -262,7 +263,7 @@ def memPoolSetAttribute(pool, attr, value):
 
 
 # -- cupy.cuda.memory -------------------------------------------------------
-class MemoryAsync:
+class MemoryAsync(_Raw):
     """Device memory from the stream-ordered allocator, freed in the order
     of the stream it was allocated on (or the current one, once that stream
     is gone)."""
@@ -271,21 +272,13 @@ class MemoryAsync:
                  "__weakref__")
 
     def __init__(self, size, stream):
-        self.size = size
-        self.device_id = runtime._tls.device
+        device_id = runtime._tls.device
         self.stream_ref = weakref.ref(stream)
-        _supported(self.device_id)
-        self.ptr = 0
+        _supported(device_id)
+        mem = None
         if size > 0:
-            block = _pool(self.device_id).malloc(size, _queue_of(stream))
-            self.ptr, mem = block.ptr, block.mem
-        else:
-            mem = _Device_Memory(0, self.device_id)
-        self.buf = mem.buf
-        self.chunk = _Chunk(mem, 0, size, None)
-
-    def __int__(self):
-        return self.ptr
+            mem = _pool(device_id).malloc(size, _queue_of(stream)).mem
+        self._own(size, device_id, mem)
 
     def __del__(self):
         if not getattr(self, "ptr", 0):
@@ -395,23 +388,7 @@ class MemoryAsyncPool:
     def set_limit(self, size=None, fraction=None):
         """Set the release threshold (a soft limit) of the current device's
         pool; 0 or nothing: UINT64_MAX, the pool never shrinks."""
-        if size is None:
-            if fraction is None:
-                size = 0
-            else:
-                if not 0 <= fraction <= 1:
-                    raise ValueError(
-                        "memory limit fraction out of range: {}".format(
-                            fraction))
-                _, total = runtime.memGetInfo()
-                size = fraction * total
-            self.set_limit(size=size)
-            return
-        if fraction is not None:
-            raise ValueError("size and fraction cannot be specified at "
-                             "one time")
-        if size < 0:
-            raise ValueError("memory limit size out of range: {}".format(size))
+        size = _limit_bytes(size, fraction, runtime.memGetInfo()[1])
         if size == 0:
             size = UINT64_MAX
         memPoolSetAttribute(self._handle(), cudaMemPoolAttrReleaseThreshold,
