@@ -310,3 +310,55 @@ def test_managed_memory_errors_are_cudas():
     with pytest.raises(runtime.CUDARuntimeError) as e:
         runtime.mallocManaged(1 << 62)
     assert e.value.status == runtime.errorMemoryAllocation
+
+
+def _loop_ms(n=20):
+    """Device time of ``n`` steps that each allocate a result."""
+    x = cp.ones(1 << 10, cp.float32)
+    s = cp.cuda.get_current_stream()
+    e0 = s.record()
+    for _ in range(n):
+        y = x + 1
+        del y
+    e1 = s.record()
+    e1.synchronize()
+    return cp.cuda.get_elapsed_time(e0, e1)
+
+
+def test_no_pool_pays_cudamalloc_at_every_allocation():
+    n = 20
+    _loop_ms(n)                                   # the pool's block is cached
+    pooled = _loop_ms(n)
+    cp.cuda.set_allocator(None)
+    unpooled = _loop_ms(n)
+    assert unpooled >= n * hardware.profile.malloc_s * 1e3
+    assert pooled < unpooled / 2
+
+
+def test_a_full_device_hands_a_pending_free_over_with_a_dependency():
+    """No room for a new block: the pool reuses one whose free has not run
+    on its stream, and the new stream's work waits for that free."""
+    code = """
+import src.cpudevice as cp, modelkit
+cp.cuda.set_allocator(cp.cuda.malloc_async)
+a = cp.cuda.Stream(non_blocking=True)
+b = cp.cuda.Stream(non_blocking=True)
+n = 40 << 20                                      # most of a 64 MiB device
+gate = modelkit.Gate().hold_stream(a)
+with a:
+    x = cp.empty(n, cp.uint8)
+    ptr = x.data.ptr
+    del x
+with b:
+    y = cp.ones(n, cp.uint8)                      # waits for a's free
+print("same block:", y.data.ptr == ptr)
+print("b waits:", not b.done)
+gate.open()
+b.synchronize()
+print("sum:", int(y.sum()))
+"""
+    r = subproc.run_code(code, env={"BOOK_CPU_DEVICE_MEMORY": "64MiB",
+                                    "BOOK_BACKEND": "cpu"})
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.split("\n")[:3] == [
+        "same block: True", "b waits: True", f"sum: {40 << 20}"]
