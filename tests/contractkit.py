@@ -292,6 +292,50 @@ CUPY_SIGNATURES = {
     "cp.cuda.MemoryPool.total_bytes": "()",
     "cp.cuda.MemoryPool.set_limit": "(size=None, fraction=None)",
     "cp.cuda.MemoryPool.get_limit": "()",
+    # cupy/cuda/memory.pyx: the allocators. cpdef set_allocator(
+    #   allocator=None), cpdef get_allocator(), cpdef MemoryPointer
+    #   alloc(size), malloc_async(size_t size), malloc_managed(size_t size)
+    "cp.cuda.set_allocator": "(allocator=None)",
+    "cp.cuda.get_allocator": "()",
+    "cp.cuda.alloc": "(size)",
+    "cp.cuda.malloc_async": "(size)",
+    "cp.cuda.malloc_managed": "(size)",
+    # cupy/cuda/__init__.py: def using_allocator(allocator=None)
+    "cp.cuda.using_allocator": "(allocator=None)",
+    # cdef class Memory: def __init__(self, size_t size); MemoryAsync:
+    #   def __init__(self, size_t size, stream); ManagedMemory:
+    #   def __init__(self, size_t size), def prefetch(self, stream, *,
+    #   int device_id=runtime.cudaInvalidDeviceId), def advise(self,
+    #   int advise, device.Device dev)
+    "cp.cuda.Memory": "(size)",
+    "cp.cuda.MemoryAsync": "(size, stream)",
+    "cp.cuda.ManagedMemory": "(size)",
+    "cp.cuda.ManagedMemory.prefetch": "(stream, *, device_id=-2)",
+    "cp.cuda.ManagedMemory.advise": "(advise, dev)",
+    # cdef class MemoryAsyncPool: def __init__(self,
+    #   pool_handles='current') and its cpdefs
+    "cp.cuda.MemoryAsyncPool": "(pool_handles='current')",
+    "cp.cuda.MemoryAsyncPool.malloc": "(size)",
+    "cp.cuda.MemoryAsyncPool.free_all_blocks": "(stream=None)",
+    "cp.cuda.MemoryAsyncPool.n_free_blocks": "()",
+    "cp.cuda.MemoryAsyncPool.used_bytes": "()",
+    "cp.cuda.MemoryAsyncPool.free_bytes": "()",
+    "cp.cuda.MemoryAsyncPool.total_bytes": "()",
+    "cp.cuda.MemoryAsyncPool.set_limit": "(size=None, fraction=None)",
+    "cp.cuda.MemoryAsyncPool.get_limit": "()",
+    # cupy_backends/cuda/api/runtime.pyx: the memory calls under them
+    "cp.cuda.runtime.deviceGetAttribute": "(attrib, device)",
+    "cp.cuda.runtime.mallocManaged": "(size, flags=1)",  # cudaMemAttachGlobal
+    "cp.cuda.runtime.mallocAsync": "(size, stream)",
+    "cp.cuda.runtime.freeAsync": "(ptr, stream)",
+    "cp.cuda.runtime.memPrefetchAsync": "(devPtr, count, dstDevice, stream)",
+    "cp.cuda.runtime.memAdvise": "(devPtr, count, advice, device)",
+    "cp.cuda.runtime.deviceGetDefaultMemPool": "(device)",
+    "cp.cuda.runtime.deviceGetMemPool": "(device)",
+    "cp.cuda.runtime.deviceSetMemPool": "(device, pool)",
+    "cp.cuda.runtime.memPoolTrimTo": "(pool, size)",
+    "cp.cuda.runtime.memPoolGetAttribute": "(pool, attr)",
+    "cp.cuda.runtime.memPoolSetAttribute": "(pool, attr, value)",
     # cupy/cuda/pinned_memory.pyx:
     #   cpdef PinnedMemoryPointer alloc_pinned_memory(size_t size)
     "cp.cuda.alloc_pinned_memory": "(size)",

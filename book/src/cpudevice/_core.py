@@ -38,20 +38,23 @@ def _in_fused_body():
 
 
 def _launch(fn, nbytes=0, flops=0, *, stream=None, name=None, items=0,
-            steps=1, real=False):
+            steps=1, real=False, migrate=0.0):
     """Queue ``fn`` on the compute engine of ``stream`` (None: the current
     one), as a kernel that moves ``nbytes`` bytes and does ``flops``
     operations over ``items`` elements; its device time is the profile's
     cost. The first launch of kernel ``name`` on a device loads its module
     (the host waits). ``real=True`` (a twin registered with
     ``real_time=True``: work that waits on the host) makes it also take as
-    long as it really runs."""
+    long as it really runs. ``migrate``: seconds it stalls on page
+    migrations of managed memory (`cuda.managed.touch`)."""
     q = _queue_of(stream)
     dev = q.dev
     if name is not None and q.capture is None:
         dev.load_module(name)
-    q.submit(fn, dev.compute, cost=_profile.profile.kernel_cost(
-        nbytes, flops, items, name, steps), kind=_hardware.KERNEL, real=real)
+    cost = _profile.profile.kernel_cost(nbytes, flops, items, name, steps)
+    if migrate:
+        cost = (cost[0], cost[1] + migrate)
+    q.submit(fn, dev.compute, cost=cost, kind=_hardware.KERNEL, real=real)
 
 
 def _check_device(arrays):

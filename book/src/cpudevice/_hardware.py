@@ -155,6 +155,7 @@ class DeviceState:
         # null-stream launch that misses it misses nothing (README.md).
         self.blocking_queues = set()
         self.loaded = set()               # kernels whose module is loaded
+        self.sync_hooks = []              # called after each host wait
         self._null = None
         self._ptds = threading.local()    # this thread's per-thread stream
 

@@ -14,11 +14,11 @@ import operator
 
 import numpy
 
-from .cuda import runtime
+from .cuda import allocator as _allocator, managed as _managed, runtime
 from .cuda.device import Device
 from ._hardware import api
 from ._core import (_broadcast_shape, _check_device, _check_host_operand,
-                    _launch, _normalize_shape, _pool)
+                    _launch, _normalize_shape)
 from ._copies import _d2h, _h2d
 
 
@@ -182,7 +182,8 @@ class ndarray:
             raise ValueError(
                 "non-scalar numpy.ndarray cannot be used for fill")
         value = value[()]
-        _launch(lambda: dst.fill(value), dst.nbytes)
+        _launch(lambda: dst.fill(value), dst.nbytes,
+                migrate=_migration((self,)))
 
     @api("call")
     def __getitem__(self, key):
@@ -308,7 +309,8 @@ def _empty(shape, dtype, order="C"):
     if type(shape) is not tuple:
         shape = _normalize_shape(shape)
     nbytes = math.prod(shape) * dtype.itemsize
-    memptr = _pool.malloc(nbytes)
+    # `get_allocator()`, inline: the hot path
+    memptr = (_allocator._tls.allocator or _allocator._current)(nbytes)
     order = "F" if order == "F" else "C"
     if nbytes:          # the block's bytes (`MemoryPointer._buffer`)
         chunk = memptr.mem.chunk
@@ -318,6 +320,15 @@ def _empty(shape, dtype, order="C"):
         view = numpy.ndarray(shape, dtype, numpy.empty(0, numpy.uint8),
                              order=order)
     return ndarray._wrap(view, memptr)
+
+
+def _migration(arrays):
+    """Seconds a kernel over ``arrays`` stalls migrating the pages of those
+    in managed memory (none: 0, at once)."""
+    if not _managed.live:
+        return 0.0
+    return _managed.touch([(a.data.mem, a.data.ptr, a._a.nbytes)
+                           for a in arrays if isinstance(a, ndarray)])
 
 
 def _nbytes(args):
@@ -341,7 +352,8 @@ def _queue_into(shape, dtype, fn, args):
 
     def run():
         dst[...] = fn(*views)
-    _launch(run, _nbytes(args) + dst.nbytes)
+    _launch(run, _nbytes(args) + dst.nbytes,
+            migrate=_migration((out,) + tuple(args)))
     return out
 
 

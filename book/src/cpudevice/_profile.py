@@ -76,6 +76,11 @@ class Profile:
         self.copy_latency_s = copy["latency_us"] * 1e-6
         self.h2d_bps = copy["h2d_pinned_gbps"] * 1e9
         self.d2h_bps = copy["d2h_pinned_gbps"] * 1e9
+        alloc = data.get("alloc", {})
+        self.malloc_s = alloc.get("malloc_us", 0.0) * 1e-6
+        self.free_s = alloc.get("free_us", 0.0) * 1e-6
+        self.fault_bps = (alloc.get("managed_fault_gbps") or
+                          copy["h2d_pinned_gbps"]) * 1e9
         self.kernels = {name: dict(v) for name, v in
                         data.get("kernels", {}).items()}
         streams = data.get("streams", {})
@@ -100,6 +105,8 @@ class Profile:
         copy["h2d_pinned_gbps"] *= copies / time
         copy["d2h_pinned_gbps"] *= copies / time
         host["pageable_stage_gbps"] *= copies
+        if data.get("alloc", {}).get("managed_fault_gbps"):
+            data["alloc"]["managed_fault_gbps"] *= copies / time
         for own in data.get("kernels", {}).values():
             own["ns_per_item"] *= time
             if "ns_per_step" in own:

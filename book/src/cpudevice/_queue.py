@@ -287,6 +287,8 @@ class Queue:
         if not self.wait_done(seq, timeout):
             raise TimeoutError(f"{self.name} stream did not reach item "
                                f"{seq} within {timeout} s")
+        for hook in getattr(self.dev, "sync_hooks", ()):
+            hook()          # a synchronization: a pool may release memory
         self._raise_errors()
         if item is not None and item.end is not None:
             host_wait_until(item.end, since, item.lag)

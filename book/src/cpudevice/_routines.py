@@ -14,7 +14,7 @@ from ._core import (_broadcast_shape, _check_device, _check_host_operand,
                     _check_ufunc_operand, _fusing, _in_fused_body, _launch)
 from ._hardware import api
 from . import _cub
-from ._ndarray import _empty, _nbytes, ndarray
+from ._ndarray import _empty, _migration, _nbytes, ndarray
 from ._creation import asarray
 from .cuda.stream import _check_cublas_capture
 
@@ -93,7 +93,8 @@ def _ufunc(uf, *args, out=None, dtype=None):
     else:
         def run():
             uf(*views, out=oview, dtype=dtype)
-    _launch(run, _nbytes(arrays) + oview.nbytes)
+    _launch(run, _nbytes(arrays) + oview.nbytes,
+            migrate=_migration(arrays + [out]))
     return out
 
 
@@ -188,7 +189,7 @@ def _reduce(func, a, axis=None, dtype=None, out=None, keepdims=False,
     workspace = _cub._cub_workspace(func, a, axis, dtype)
     if workspace is not None:       # alive until the launch is queued
         workspace = _empty((workspace,), numpy.uint8)
-    _launch(run, src.nbytes + dst.nbytes)
+    _launch(run, src.nbytes + dst.nbytes, migrate=_migration((a, out)))
     return out
 
 

@@ -1,15 +1,22 @@
 """``cupy.cuda`` on the CPU device model."""
 from . import runtime, memory, stream, graph, pinned_memory, memory_hook  # noqa
+from . import allocator, memory_async, managed  # noqa  (cupy.cuda.memory's)
+from .allocator import (Memory, alloc, get_allocator, set_allocator,
+                        using_allocator)
 from .device import Device, get_device_id
-from .memory import MemoryPointer, MemoryPool, OutOfMemoryError, alloc
+from .managed import ManagedMemory, malloc_managed
+from .memory import MemoryPointer, MemoryPool, OutOfMemoryError
+from .memory_async import MemoryAsync, MemoryAsyncPool, malloc_async
 from .memory_hook import MemoryHook
 from .pinned_memory import (PinnedMemory, PinnedMemoryPointer,
                             PinnedMemoryPool, alloc_pinned_memory)
 from .stream import (Event, Stream, get_current_stream, get_elapsed_time)
 
-__all__ = ["Device", "Event", "MemoryHook", "MemoryPointer", "MemoryPool",
+__all__ = ["Device", "Event", "ManagedMemory", "Memory", "MemoryAsync",
+           "MemoryAsyncPool", "MemoryHook", "MemoryPointer", "MemoryPool",
            "OutOfMemoryError", "PinnedMemory", "PinnedMemoryPointer",
            "PinnedMemoryPool", "Stream", "alloc", "alloc_pinned_memory",
-           "get_current_stream", "get_device_id", "get_elapsed_time",
-           "graph", "memory", "memory_hook", "pinned_memory", "runtime",
-           "stream"]
+           "get_allocator", "get_current_stream", "get_device_id",
+           "get_elapsed_time", "graph", "malloc_async", "malloc_managed",
+           "memory", "memory_hook", "pinned_memory", "runtime",
+           "set_allocator", "stream", "using_allocator"]

@@ -64,6 +64,19 @@ class _Device_Memory:
         self.device_id = device_id
 
 
+class _Owned:
+    """A block a pool's allocator gave (``MemoryPool(allocator=...)``): the
+    pool keeps it, and frees it by dropping it."""
+
+    __slots__ = ("owner", "buf", "size", "ptr", "device_id")
+
+    def __init__(self, mem):
+        chunk = mem.chunk
+        self.owner, self.size = mem, mem.size
+        self.buf = chunk.mem.buf[chunk.offset:chunk.offset + mem.size]
+        self.ptr, self.device_id = mem.ptr, mem.device_id
+
+
 class _Chunk:
     __slots__ = ("mem", "offset", "size", "prev", "next", "free", "arena")
 
@@ -214,11 +227,30 @@ class _ZeroMemory:
         self.chunk = _Chunk(_Device_Memory(0, device_id), 0, 0, None)
 
 
+def _limit_bytes(size, fraction, total):
+    """A pool's ``set_limit(size, fraction)`` in bytes, with CuPy's checks
+    (``fraction`` of the device's ``total``; nothing given: 0)."""
+    if size is None:
+        if fraction is None:
+            return 0
+        if not 0 <= fraction <= 1:
+            raise ValueError(
+                "memory limit fraction out of range: {}".format(fraction))
+        return _limit_bytes(fraction * total, None, total)
+    if fraction is not None:
+        raise ValueError("size and fraction cannot be specified at "
+                         "one time")
+    if size < 0:
+        raise ValueError("memory limit size out of range: {}".format(size))
+    return int(size)
+
+
 class SingleDeviceMemoryPool:
     """The pool of one device."""
 
-    def __init__(self, device_id):
+    def __init__(self, device_id, allocator=None):
         self._device_id = device_id
+        self._allocator = allocator     # None: the device's own (cudaMalloc)
         self._lock = threading.RLock()
         self._arenas = {}
         self._in_use = 0
@@ -265,14 +297,24 @@ class SingleDeviceMemoryPool:
         return MemoryPointer(_PooledMemory(chunk, self), 0)
 
     def _alloc(self, size):
-        """Take ``size`` bytes from the device (cudaMalloc); None if full."""
-        if not _state(self._device_id).reserve(size):
+        """Take ``size`` bytes from the device (cudaMalloc), or from the
+        pool's allocator; None if full."""
+        allocator = self._allocator
+        if allocator is None and not _state(self._device_id).reserve(size):
             return None
         hooks = _hooks()
         if hooks:
             for h in list(hooks.values()):
                 h.alloc_preprocess(device_id=self._device_id, mem_size=size)
-        mem = _Device_Memory(size, self._device_id)
+        if allocator is None:
+            mem = _Device_Memory(size, self._device_id)
+        else:
+            try:
+                mem = _Owned(allocator(size).mem)
+            except runtime.CUDARuntimeError as e:
+                if e.status != runtime.errorMemoryAllocation:
+                    raise
+                return None
         if hooks:
             for h in list(hooks.values()):
                 h.alloc_postprocess(device_id=self._device_id, mem_size=size,
@@ -320,7 +362,8 @@ class SingleDeviceMemoryPool:
                         if chunk.prev is None and chunk.next is None:
                             arena.remove(chunk)
                             self._total -= chunk.size
-                            dev.release(chunk.size)
+                            if self._allocator is None:
+                                dev.release(chunk.size)
 
     def n_free_blocks(self):
         with self._lock:
@@ -336,23 +379,8 @@ class SingleDeviceMemoryPool:
         return self._total
 
     def set_limit(self, size=None, fraction=None):
-        if size is None:
-            if fraction is None:
-                size = 0
-            else:
-                if not 0 <= fraction <= 1:
-                    raise ValueError(
-                        "memory limit fraction out of range: {}".format(
-                            fraction))
-                size = fraction * _state(self._device_id).capacity
-            self.set_limit(size=size)
-            return
-        if fraction is not None:
-            raise ValueError("size and fraction cannot be specified at "
-                             "one time")
-        if size < 0:
-            raise ValueError("memory limit size out of range: {}".format(size))
-        self._limit = int(size)
+        self._limit = _limit_bytes(size, fraction,
+                                   _state(self._device_id).capacity)
 
     def get_limit(self):
         return self._limit
@@ -362,6 +390,7 @@ class MemoryPool:
     """The memory pool of all devices; each call acts on the current device."""
 
     def __init__(self, allocator=None):
+        self._allocator = allocator     # None: cudaMalloc (CuPy's _malloc)
         self._pools = {}
         self._lock = threading.Lock()
 
@@ -370,7 +399,8 @@ class MemoryPool:
         p = self._pools.get(dev)
         if p is None:
             with self._lock:
-                p = self._pools.setdefault(dev, SingleDeviceMemoryPool(dev))
+                p = self._pools.setdefault(
+                    dev, SingleDeviceMemoryPool(dev, self._allocator))
         return p
 
     def malloc(self, size):

@@ -26,6 +26,11 @@ streamNonBlocking = 1
 streamCaptureModeGlobal = 0
 streamCaptureModeThreadLocal = 1
 streamCaptureModeRelaxed = 2
+cudaCpuDeviceId = -1
+cudaInvalidDeviceId = -2
+cudaDevAttrManagedMemory = 83
+cudaDevAttrConcurrentManagedAccess = 89
+cudaDevAttrMemoryPoolsSupported = 115
 
 
 _parse_bytes = _hardware._parse_bytes
@@ -132,6 +137,13 @@ _PROPERTY_DEFAULTS = {
     "reservedSharedMemPerBlock": 0,
 }
 
+# cudaDeviceGetAttribute's attributes that the model answers, and the keys
+# of `getDeviceProperties` (or else of the profile's properties, default 1)
+# that hold their values
+_ATTRIBUTES = {cudaDevAttrManagedMemory: "managedMemory",
+               cudaDevAttrConcurrentManagedAccess: "concurrentManagedAccess",
+               cudaDevAttrMemoryPoolsSupported: "memoryPoolsSupported"}
+
 
 def getDeviceProperties(device):
     """The device's properties under CuPy's (CUDA's) keys, from the device
@@ -183,6 +195,16 @@ def _same_bus_id(a, b):
         except ValueError:
             return None
     return parts(a) is not None and parts(a) == parts(b)
+
+
+def deviceGetAttribute(attrib, device):
+    """An attribute of the device, for those the model has (`_ATTRIBUTES`)."""
+    key = _ATTRIBUTES.get(attrib)
+    if key is None:
+        raise _error(errorInvalidValue, f"the CPU device model does not "
+                     f"answer device attribute {attrib}")
+    props = getDeviceProperties(device)
+    return int(props.get(key, _hardware.profile.properties.get(key, 1)))
 
 
 def memGetInfo():
