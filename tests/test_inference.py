@@ -18,7 +18,7 @@ from src.inference import infer, queue_read, read_oldest
 needs_model = pytest.mark.skipif(
     src.BACKEND != "cpu", reason="gates hold streams of the CPU device model")
 
-ROWS, COLS = 8, 64                   # one output: 2,048 bytes, 4 blocks
+ROWS, COLS = 8, 4096     # one output: 128 KiB, far more than a read allocates
 OUT_BYTES = ROWS * COLS * 4
 
 
