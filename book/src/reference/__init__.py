@@ -81,7 +81,8 @@ from .store import (
     load, load_exclusions, parse_glued, read_glued, reference_path, report,
     set_default_device, status_of, unshown_keys)
 from .lesson import (
-    FigureData, Lesson, Text, compare_table, format_value, short_name)
+    MISSING, STALE_MARK, FigureData, Lesson, Text, capture_words,
+    compare_table, format_value, key_label, short_name, table_labels)
 from .machine import (
     RefusedError, device_info, device_slug, git_commit, refuse_model,
     run_info, today)
@@ -104,7 +105,8 @@ __all__ = [
     "report", "unshown_keys",
     # in a lesson (src.reference.lesson)
     "format_value", "FigureData", "Text", "Lesson", "compare_table",
-    "short_name",
+    "short_name", "STALE_MARK", "MISSING", "capture_words", "key_label",
+    "table_labels",
     # this machine (src.reference.machine)
     "device_slug", "device_info", "git_commit", "run_info", "today",
     "RefusedError", "refuse_model",
