@@ -1011,6 +1011,10 @@ def test_the_comparison_is_plain_collapsed_and_marks_stale_once():
         ("a_ms", "1", "2", R.STALE), ("b_ms", "1", "2", R.STALE)])
     assert stale.count(R.STALE_MARK) == 3       # two marks, one key
     assert stale.count("<i>Stale</i>") == 1
+    words = R.compare_table("NVIDIA H100", "2026-11-23", "abc", [
+        ("a_ms", "1", "2", R.CURRENT), ("word", "faster", "faster",
+                                        R.STALE)])
+    assert words.count("<i>Stale</i>") == 1   # a stale word shows in prose
     never = R.compare_table("NVIDIA H100", None, None, rows)
     assert "has not run this lesson" in never
 

@@ -92,7 +92,7 @@ def short_name(device_name):
 class Text(str):
     """A string whose ``repr`` pastes as written: myst_nb reads a glued
     ``text/plain`` as a Python literal, so a text that would read as
-    another value ("2,929" as the tuple (2, 929)) is quoted, and any
+    another value ("2,929" as a tuple of two numbers) is quoted, and any
     other is itself (no quotes, an apostrophe or not). A text that quotes
     code in backticks is also Markdown, to paste with ``{glue:md}``."""
 
@@ -410,7 +410,7 @@ def compare_table(device_name, date, commit, rows, labels=None):
     else:
         head = (f"<p>The reference: this lesson as the {device} ran it "
                 f"({escape(capture_words(date, commit))}).</p>")
-    if any(s == STALE for _, _, _, s in shown):
+    if any(s == STALE for _, _, _, s in rows):     # words too: prose
         head += (f"<p>{STALE_MARK} <i>Stale</i>: the cell that measures "
                  f"the value, or code it calls, has changed since the "
                  f"{device} ran it.</p>")
