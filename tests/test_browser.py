@@ -211,6 +211,37 @@ _FIRST_OUTPUT_OVERFLOW_JS = """() => {
   return pre ? Math.max(0, pre.scrollWidth - pre.clientWidth) : 0;
 }"""
 
+# Every printed output on the page: those wider than their box (clipped
+# or scrolled), by how much.
+_OVERFLOWING_OUTPUTS_JS = """() => Array.from(
+  document.querySelectorAll('article .cell_output pre'))
+  .filter(pre => pre.scrollWidth - pre.clientWidth > 2)
+  .map(pre => (pre.scrollWidth - pre.clientWidth) + ' px: '
+              + pre.textContent.trim().slice(0, 80))"""
+
+# The page's prose as a reader sees it: text outside code, outputs, maths
+# and scripts (glued values included: they are prose once pasted).
+_PROSE_JS = """() => {
+  const parts = [];
+  const root = document.querySelector('article') || document.body;
+  const walker = document.createTreeWalker(root, NodeFilter.SHOW_TEXT);
+  for (let node = walker.nextNode(); node; node = walker.nextNode()) {
+    const el = node.parentElement;
+    if (el.closest('code, pre, script, style, .cell_input, .cell_output, '
+                   + '.math, mjx-container, .MathJax, .book-source')) continue;
+    parts.push(node.textContent);
+  }
+  return parts.join('');
+}"""
+
+# The note on how to get the book's source and run it, with its links.
+_SOURCE_NOTE_JS = """() => {
+  const note = document.querySelector('.book-source');
+  return note ? {text: note.textContent,
+                 links: Array.from(note.querySelectorAll('a[href]'),
+                                   a => a.href)} : null;
+}"""
+
 _DOWNLOADS_JS = """() => Array.from(
   document.querySelectorAll('a.btn-download-source-button[href]'),
   a => a.href)"""
@@ -252,6 +283,9 @@ def visit(site, browser):
             "first_output_overflow": page.evaluate(
                 _FIRST_OUTPUT_OVERFLOW_JS),
             "downloads": page.evaluate(_DOWNLOADS_JS),
+            "overflowing": page.evaluate(_OVERFLOWING_OUTPUTS_JS),
+            "prose": page.evaluate(_PROSE_JS),
+            "source_note": page.evaluate(_SOURCE_NOTE_JS),
         }
         page.close()
         return seen[docname]
@@ -358,3 +392,53 @@ def test_the_first_output_fits_its_box(visit, docname):
     assert visit(docname)["first_output_overflow"] <= 2, (
         f"{docname}: the first output (the backend banner) is "
         f"{visit(docname)['first_output_overflow']} px wider than its box")
+
+
+@pytest.mark.parametrize("docname", PAGES)
+def test_no_printed_output_runs_past_its_box(visit, docname):
+    """Printed lines wrap inside their box (chapter 7's were clipped at
+    the right edge)."""
+    assert not visit(docname)["overflowing"], (
+        f"{docname}: {visit(docname)['overflowing']}")
+
+
+#: A number read back as a Python tuple: "2,929" pasted as "(2, 929)".
+_TUPLE_NUMBER = re.compile(r"\(\d{1,3}(?:, \d{3})+\)")
+
+
+@pytest.mark.parametrize("docname", PAGES)
+def test_prose_has_no_tuple_numbers_backticks_or_missing_references(
+        visit, docname):
+    """What glue pasted reads as prose: no number as a tuple, no literal
+    backtick, and no "not captured" (a missing reference drops out of
+    its sentence)."""
+    prose = visit(docname)["prose"]
+    assert not _TUPLE_NUMBER.findall(prose), (
+        f"{docname}: {_TUPLE_NUMBER.findall(prose)}")
+    ticks = [prose[max(0, m.start() - 40):m.end() + 40]
+             for m in re.finditer("`", prose)]
+    assert not ticks, f"{docname}: literal backticks: {ticks[:3]}"
+    if docname in NUMBERED:          # a lesson (the reference pages may
+        assert "not captured" not in prose, docname   # name the state)
+
+
+def _repository_url():
+    config = yaml.safe_load((ROOT / "_config.yml").read_text())
+    return (config.get("repository") or {}).get("url") or ""
+
+
+@pytest.mark.parametrize("docname", PAGES)
+def test_every_page_says_how_to_get_the_source_and_run_it(visit, docname):
+    """The note at each page's foot gives the README's two commands and
+    links the repository that _config.yml names, or says plainly that
+    none is named, with no dead link."""
+    note = visit(docname)["source_note"]
+    assert note, f"{docname}: no note on how to run the book"
+    assert "jupyter-book build . -W --keep-going" in note["text"]
+    assert "python -m pytest" in note["text"]
+    url = _repository_url()
+    if url:
+        assert url in note["links"], (docname, note["links"])
+    else:
+        assert note["links"] == [], (docname, note["links"])
+        assert "no public repository" in note["text"]

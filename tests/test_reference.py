@@ -442,7 +442,7 @@ def test_lesson_glues_the_reference_beside_each_value(monkeypatch,
     ref.glue("size", 4096)
     ref.glue("unknown", 7.0)
     assert glued == [("ms", 3.25), ("ms_ref", "1.5"), ("size", 4096),
-                     ("unknown", 7.0), ("unknown_ref", "not captured")]
+                     ("unknown", 7.0), ("unknown_ref", R.MISSING)]
     assert ref.status("size") == R.EXCLUDED
     assert ref.reference("ms") == 1.5
     series = ref.data("sweep", n=range(2), ms=[0.5, 0.75])
@@ -518,7 +518,7 @@ def test_switching_the_default_switches_what_lessons_glue(monkeypatch,
     (tmp_path / "nvidia-h100.json").write_text(json.dumps(h100))
     (tmp_path / "nvidia-h200.json").write_text(json.dumps(other))
     ref = R.Lesson(lesson)
-    assert ref.glue_device() == "NVIDIA H100"
+    assert ref.glue_device() is None        # shows nothing in a lesson
     assert glued["ref_gpu"] == "NVIDIA H100" and \
         glued["ref_gpu_short"] == "H100"
     assert R.main(["default", "nvidia-h200"]) == 0
@@ -734,9 +734,9 @@ def test_unshown_keys_finds_a_bare_glue():
         "size": "chosen", "word": "a word"}}) == []
     nb["cells"][2]["outputs"].append(nbformat.v4.new_output(
         "display_data", data={"text/html": R.compare_table(
-            "GPU", "never", "-", [("bare", "1", "", R.NOT_CAPTURED),
-                                  ("size", "4,096", "", R.NOT_CAPTURED),
-                                  ("word", "a", "", R.NOT_CAPTURED)])}))
+            "GPU", None, None, [("bare", "1", "", R.NOT_CAPTURED),
+                                ("size", "4,096", "", R.NOT_CAPTURED),
+                                ("word", "2", "", R.NOT_CAPTURED)])}))
     assert R.unshown_keys(nb, "99_synthetic", empty, {}) == []
 
 
@@ -756,10 +756,10 @@ def test_lesson_in_a_kernel_stores_what_the_tools_read(tmp_path):
     stored = read(path)
     glued = R.read_glued(stored)
     assert glued["ms"]["value"] == 1.5
-    assert glued["ms_ref"]["value"] == R.NOT_CAPTURED
+    assert glued["ms_ref"]["value"] == R.MISSING
     assert glued["sweep"] == {**glued["sweep"], "kind": "data", "value": {
         "n": [1, 2], "ms": [0.5, 0.75]}}
-    assert R.compared_keys(stored) == {"ms", "sweep"}
+    assert R.compared_keys(stored) == {"ms"}      # numbers, not figures
     assert R.unshown_keys(stored, "99_not_a_lesson", {"lessons": {}},
                           {}) == []
 
@@ -913,6 +913,126 @@ def test_glued_text_pastes_without_quotes_even_with_an_apostrophe():
     from src.reference import Text
     assert repr(Text("NVIDIA's size")) == "NVIDIA's size"
     assert Text("x") == "x" and isinstance(Text("x"), str)
+
+
+@pytest.mark.parametrize("text", ["2,929", "65,536", "67,108,864", "1e3",
+                                  "NVIDIA's size", "more", "", "(x)"])
+def test_glued_text_pastes_as_written_never_as_a_tuple(text):
+    """myst_nb reads a glued text/plain as a Python literal: "2,929"
+    once pasted as "(2, 929)"."""
+    from myst_nb.core.variables import format_plain_text
+    from src.reference import Text
+    assert format_plain_text(repr(Text(text)), "") == text
+    assert format_plain_text(repr(Text(text)), "s") == text
+
+
+def test_no_stored_glued_text_pastes_as_a_tuple(lesson):
+    """Every value a lesson's stored run glues pastes as it reads: none
+    reads back as a tuple ("(2, 929)" for "2,929")."""
+    from myst_nb.core.variables import format_plain_text
+    nb = read(BOOK / f"{lesson}.ipynb")
+    for cell in nb["cells"]:
+        for out in cell.get("outputs", []):
+            if "scrapbook" not in out.get("metadata", {}):
+                continue
+            plain = out.get("data", {}).get("text/plain")
+            if plain is None:
+                continue
+            plain = "".join(plain) if isinstance(plain, list) else plain
+            shown = format_plain_text(plain, "")
+            assert not re.fullmatch(r"\(\d+(, \d+)+\)", shown), (
+                lesson, out["metadata"]["scrapbook"]["name"], plain)
+
+
+def _prose_paragraphs(nb):
+    """The paragraphs and list items of a notebook's markdown, tables
+    left out."""
+    for cell in nb["cells"]:
+        if cell["cell_type"] != "markdown":
+            continue
+        text = "".join(cell["source"])
+        for para in re.split(r"\n\s*\n|\n(?=\s*[*-] )", text):
+            if not para.lstrip().startswith("|"):
+                yield cell["id"], para
+
+
+def test_no_sentence_pastes_a_missing_reference(lesson):
+    """A sentence pastes a reference value only where the default
+    reference has it (current or stale); a clause whose value is missing
+    is glued through `Lesson.glue_clause`, which drops it. Tables may
+    paste any (a dash stands for a missing one)."""
+    ref = R.Lesson(lesson)
+    nb = read(BOOK / f"{lesson}.ipynb")
+    values = glued_keys(nb)         # words of `glue_ref` are not values
+    bad = []
+    for cell, para in _prose_paragraphs(nb):
+        for key in re.findall(r"\{glue(?::\w+)?\}`(\w+)_ref(?::[^`]*)?`",
+                              para):
+            if key in values and (key in ref.exclusions or ref.status(
+                    key) == R.NOT_CAPTURED):
+                bad.append((cell, key))
+    assert not bad, (f"{lesson}: sentences paste references the "
+                     f"{ref.gpu} has no value for: {bad}")
+
+
+def test_a_clause_drops_out_when_its_reference_is_missing(monkeypatch):
+    ref = R.Lesson("99_not_a_lesson")
+    ref.entries = {"ms": {"value": 1.5, "cell": "abc"},
+                   "old": {"value": 2929, "cell": "old"}}
+    ref.now = {"ms": "abc", "old": "new"}
+    monkeypatch.setattr(R.Lesson, "device_name", "NVIDIA H100 80GB HBM3")
+    assert ref.clause(" (on the {ref_gpu_short}: {ms} ms)") == \
+        " (on the H100: 1.5 ms)"
+    assert ref.clause(" (on the {ref_gpu}: {ms} and {gone} ms)") == ""
+    assert ref.clause("{old} times") == "2,929" + R.STALE_MARK + " times"
+    assert ref.reference_text("gone") == R.MISSING
+    assert ref.reference_text("old") == "2,929" + R.STALE_MARK
+    glued = []
+    monkeypatch.setattr("myst_nb.glue", lambda name, value, display=True:
+                        glued.append((name, value)))
+    ref.glue_clause("gone_words_ref", "({gone} ms)")
+    assert glued == [("gone_words_ref", "")]
+
+
+def test_the_comparison_is_plain_collapsed_and_marks_stale_once():
+    """The header states the capture plainly (no garbled date, no
+    definition of stale where nothing is stale); the table, collapsed,
+    shows numbers under readable labels, never words or raw keys."""
+    rows = [("first_ratio", "460", "2,929", R.CURRENT),
+            ("demo_v2_ms", "1.2", "", R.NOT_CAPTURED),
+            ("note", "a whole sentence here", "", R.NOT_CAPTURED),
+            ("small_kib", "1", "", R.EXCLUDED)]
+    page = R.compare_table("NVIDIA H100", "not recorded (before "
+                           "2026-11-23)", "ee28add", rows,
+                           labels={"first_ratio": "first / later"})
+    assert "commit ee28add, date not recorded, before 2026-11-23" in page
+    assert "captured not recorded" not in page and "((" not in page
+    assert "<details" in page and "</details>" in page
+    assert "first / later" in page and "Demo v2 (ms)" in page
+    assert "whole sentence" not in page and "small_kib" not in page.split(
+        "data-key")[0] and 'data-key="small_kib"' not in page
+    assert "not captured" not in page and "tale" not in page
+    stale = R.compare_table("NVIDIA H100", "2026-11-23", "abc", [
+        ("a_ms", "1", "2", R.STALE), ("b_ms", "1", "2", R.STALE)])
+    assert stale.count(R.STALE_MARK) == 3       # two marks, one key
+    assert stale.count("<i>Stale</i>") == 1
+    words = R.compare_table("NVIDIA H100", "2026-11-23", "abc", [
+        ("a_ms", "1", "2", R.CURRENT), ("word", "faster", "faster",
+                                        R.STALE)])
+    assert words.count("<i>Stale</i>") == 1   # a stale word shows in prose
+    never = R.compare_table("NVIDIA H100", None, None, rows)
+    assert "has not run this lesson" in never
+
+
+def test_table_labels_read_the_lessons_tables():
+    table = ("| | this run | ref |\n|---|---|---|\n"
+             "| round trip of {glue:text}`kib:.0f` KiB (µs) | "
+             "{glue:text}`trip_us:.0f` | {glue:text}`trip_us_ref` |\n"
+             "| `x + x`, *eager* | {glue:text}`eager_us:.1f` | - |\n")
+    assert R.table_labels(table, {"kib": 4.0}) == {
+        "trip_us": "round trip of 4 KiB (µs)", "eager_us": "x + x, eager"}
+    assert R.key_label("demo_big_v2_speedup") == "Demo big v2 speedup"
+    assert R.key_label("copy_gbps") == "Copy (GB/s)"
 
 
 def test_gpu_rehearsal_takes_a_lessons_name_or_its_path(tmp_path):

@@ -408,6 +408,23 @@ def test_gantt_names_a_measured_wait_only_where_a_measured_op_waited():
     matplotlib.pyplot.close(ax.figure)
 
 
+def test_gantt_hatches_the_two_kinds_of_wait_differently():
+    """A measured wait and an inferred one mean different things: their
+    legend entries, and the bars, carry different hatches, and each bar's
+    hatch is its legend entry's."""
+    ops = [OPS[0], OPS[1], OPS[2], OPS[3]._replace(measured=True)]
+    ax = timeline.gantt(ops)
+    handles = ax.get_legend().legend_handles
+    legend = {t.get_text(): getattr(h, "get_hatch", str)() for t, h in
+              zip(ax.get_legend().get_texts(), handles)}
+    measured = legend["measured wait: reached, not started"]
+    inferred = legend["inferred wait for its engine or link"]
+    assert measured and inferred and measured != inferred
+    hatches = [c.get_hatch() for c in ax.collections if c.get_hatch()]
+    assert sorted(hatches) == sorted([inferred, measured])
+    matplotlib.pyplot.close(ax.figure)
+
+
 def test_chrome_trace_follows_the_trace_event_format():
     trace = timeline.chrome_trace(OPS)
     jsonschema.Draft202012Validator.check_schema(TRACE_EVENT_SCHEMA)

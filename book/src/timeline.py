@@ -264,14 +264,21 @@ def lanes(ops):
 
 INFERRED_ALPHA = 0.45     # inferred starts: lighter bars with a dashed edge
 
+#: How a wait is hatched, by whether the op's start was measured: the two
+#: waits mean different things (a measured wait: the stream reached the op,
+#: which had not started; an inferred one: the op waited for its engine),
+#: so the legend must tell them apart.
+WAIT_HATCH = {True: "...", False: "///"}
+
 
 def gantt(ops, ax=None, title=None):
     """Draw ``ops`` as bars, one lane per stream. An op whose start was
     measured (a kernel's own clock) is a solid bar with a black tick at its
     start; an op whose start was inferred is a lighter bar with a dashed
     edge. The time between its stream reaching an op and its start is
-    hatched. The legend says which is which, and names the assumption
-    behind inferred starts (`INFERRED_LABEL`)."""
+    hatched, differently for a measured and an inferred start
+    (`WAIT_HATCH`). The legend says which is which, and names the
+    assumption behind inferred starts (`INFERRED_LABEL`)."""
     import matplotlib.pyplot as plt
     from matplotlib.lines import Line2D
     from matplotlib.patches import Patch
@@ -285,7 +292,7 @@ def gantt(ops, ax=None, title=None):
         if op.start > op.ready:
             ax.broken_barh([(op.ready, op.start - op.ready)], y,
                            facecolors="none", edgecolors=color,
-                           hatch="///", linewidth=0)
+                           hatch=WAIT_HATCH[op.measured], linewidth=0)
         if op.measured:
             ax.broken_barh([(op.start, op.end - op.start)], y,
                            facecolors=color, edgecolors="white",
@@ -313,11 +320,11 @@ def gantt(ops, ax=None, title=None):
                              label=INFERRED_LABEL))
     if any(op.start > op.ready and not op.measured for op in ops):
         handles.append(Patch(facecolor="none", edgecolor="black",
-                             hatch="///",
+                             hatch=WAIT_HATCH[False],
                              label="inferred wait for its engine or link"))
     if any(op.start > op.ready and op.measured for op in ops):
         handles.append(Patch(facecolor="none", edgecolor="black",
-                             hatch="///",
+                             hatch=WAIT_HATCH[True],
                              label="measured wait: reached, not started"))
     ax.legend(handles=handles, loc="upper left", bbox_to_anchor=(1.01, 1),
               fontsize="small", frameon=False)

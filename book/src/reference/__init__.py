@@ -14,20 +14,23 @@ it::
 which glues ``first_ms`` as `myst_nb.glue` does and, beside it,
 ``first_ms_ref``: the reference GPU's value as text. ``ref.glue_device()``
 glues the reference GPU's name (``ref_gpu``, "NVIDIA H100"; ``ref_gpu_short``,
-"H100"), so that prose can say "{glue:text}`first_ms:.3f` ms here,
-{glue:text}`first_ms_ref` ms on the {glue:text}`ref_gpu_short`" and stays
-true whichever GPU's run is the reference. ``ref.glue_profile()`` does the
+"H100"), so that prose can say
+``{glue:text}`first_ms:.3f` ms here, {glue:text}`first_ms_ref` ms on the
+{glue:text}`ref_gpu_short``` and stays true whichever GPU's run is the
+reference; a sentence's reference clause goes through
+``ref.glue_clause(NAME_ref, template)``, which glues it empty where a
+value it quotes was not captured. ``ref.glue_profile()`` does the
 same for the CPU device model's profile (``profile_gpu``, "H100";
-``profile_device``; the costs prose quotes), so that "its
-{glue:text}`profile_gpu` profile" follows ``BOOK_CPU_PROFILE``. Words
+``profile_device``; the costs prose quotes), so that
+``its {glue:text}`profile_gpu` profile`` follows ``BOOK_CPU_PROFILE``. Words
 about the reference's outcome ("on the H100 the two clocks are close") are
 computed from its values, ``ref.reference("add_cpu_us")``, and glued with
 ``ref.glue_ref("clocks_words_ref", words)``; the tests fail on a lesson
 that names the H100 by hand other than in a fact about H100s.
 ``ref.data("sweep", size=sizes, ms=times)`` records the numbers
 behind a figure, so that the next capture on a GPU stores them.
-``ref.compare()`` shows every value the lesson glued, this run's and the
-reference's, side by side.
+``ref.compare()`` shows every number the lesson glued, this run's and the
+reference's, side by side, in a collapsed table.
 
 The book's reference device is data: ``book/reference/default-device``
 holds its slug (``nvidia-h100``), `default_device` reads it, and
@@ -35,13 +38,15 @@ holds its slug (``nvidia-h100``), `default_device` reads it, and
 ``book/reference/SLUG.json`` exists); execute the lessons again to show
 the new reference.
 
-Each reference value is in one of three states, shown wherever it appears:
+Each reference value is in one of three states:
 
 * **current**: the code cell that glues it is the one that ran on the GPU;
 * **stale**: that cell has changed since the GPU ran it, or the entry is
   marked stale with its reason, because code the cell calls has changed
-  what it measures (the value is shown, marked "stale");
-* **not captured**: no GPU run has glued it yet.
+  what it measures (the value is shown with `STALE_MARK`, which
+  ``ref.compare()`` explains once a page);
+* **not captured**: no GPU run has glued it yet (a table shows `MISSING`,
+  a dash; a sentence drops the clause).
 
 A few glued values are not measurements (a size the lesson chose, a figure
 quoted from a source); ``book/reference/exclusions.json`` lists them, each
@@ -81,7 +86,8 @@ from .store import (
     load, load_exclusions, parse_glued, read_glued, reference_path, report,
     set_default_device, status_of, unshown_keys)
 from .lesson import (
-    FigureData, Lesson, Text, compare_table, format_value, short_name)
+    MISSING, STALE_MARK, FigureData, Lesson, Text, capture_words,
+    compare_table, format_value, key_label, short_name, table_labels)
 from .machine import (
     RefusedError, device_info, device_slug, git_commit, refuse_model,
     run_info, today)
@@ -104,7 +110,8 @@ __all__ = [
     "report", "unshown_keys",
     # in a lesson (src.reference.lesson)
     "format_value", "FigureData", "Text", "Lesson", "compare_table",
-    "short_name",
+    "short_name", "STALE_MARK", "MISSING", "capture_words", "key_label",
+    "table_labels",
     # this machine (src.reference.machine)
     "device_slug", "device_info", "git_commit", "run_info", "today",
     "RefusedError", "refuse_model",

@@ -3,14 +3,16 @@
 How a value reads in prose (`format_value`), the figure data `Lesson.data`
 glues (`FigureData`), and the table `Lesson.compare` shows.
 """
+import ast
 import json
 import math
 import numbers
 import re
+import string
 
 from .store import (
     CURRENT, DEVICE_KEYS, EXCLUDED, FIGURE_DATA, NOT_CAPTURED, PROFILE_KEYS,
-    REF_SUFFIX, _entries, current_fingerprints, default_device, load,
+    REF_SUFFIX, STALE, _entries, current_fingerprints, default_device, load,
     load_exclusions, status_of)
 
 
@@ -88,11 +90,37 @@ def short_name(device_name):
 
 
 class Text(str):
-    """A string whose ``repr`` is the string itself, so that a glued
-    sentence pastes as written (no quotes)."""
+    """A string whose ``repr`` pastes as written: myst_nb reads a glued
+    ``text/plain`` as a Python literal, so a text that would read as
+    another value ("2,929" as a tuple of two numbers) is quoted, and any
+    other is itself (no quotes, an apostrophe or not). A text that quotes
+    code in backticks is also Markdown, to paste with ``{glue:md}``."""
 
     def __repr__(self):
-        return str(self)
+        text = str(self)
+        try:
+            value = ast.literal_eval(text)
+        except (ValueError, SyntaxError, TypeError, MemoryError,
+                RecursionError):
+            return text
+        return text if str(value) == text else repr(text)
+
+    def _repr_markdown_(self):
+        """The text as Markdown where it quotes code (```set```), for
+        ``{glue:md}``: ``{glue:text}`` would show the backticks."""
+        return str(self) if "`" in self else None
+
+
+#: The mark a stale reference value carries wherever it is shown; the
+#: page explains it once (`Lesson.compare`), and only if it has one.
+STALE_MARK = "\u2020"
+
+#: What a table shows where the reference has no value.
+MISSING = "\u2014"
+
+
+class MissingReference(KeyError):
+    """A clause names a reference value that was not captured."""
 
 
 class Lesson:
@@ -122,18 +150,20 @@ class Lesson:
         """The reference device's name as prose says it ("NVIDIA H100")."""
         return short_name(self.device_name)
 
+    @property
+    def gpu_short(self):
+        """`gpu` without its maker ("H100")."""
+        maker, _, model = self.gpu.partition(" ")
+        return model if maker.upper() in ("NVIDIA", "AMD") and model \
+            else self.gpu
+
     def glue_device(self):
         """Glue the reference device's name for prose, so that no sentence
         names it by hand: ``ref_gpu`` ("NVIDIA H100") and ``ref_gpu_short``
         (without its maker: "H100"). Not measurements: no ``*_ref``."""
         from myst_nb import glue
-        full = self.gpu
-        maker, _, model = full.partition(" ")
-        short = model if maker.upper() in ("NVIDIA", "AMD") and model \
-            else full
-        for key, text in zip(DEVICE_KEYS, (full, short)):
+        for key, text in zip(DEVICE_KEYS, (self.gpu, self.gpu_short)):
             glue(key, Text(text), display=False)
-        return full
 
     def glue_profile(self):
         """Glue the CPU device model's profile for prose (`PROFILE_KEYS`),
@@ -185,12 +215,42 @@ class Lesson:
         return entry.get("value", entry.get("series"))
 
     def reference_text(self, key):
-        """The reference value as prose shows it, with its state."""
+        """The reference value as a table shows it: the value, with
+        `STALE_MARK` when stale, or `MISSING` (a dash) when there is none.
+        A sentence pastes reference values through `clause` instead."""
         state = self.status(key)
         if state in (NOT_CAPTURED, EXCLUDED):
-            return state
+            return MISSING
         text = format_value(self.reference(key))
-        return text if state == CURRENT else f"{text} (stale)"
+        return text if state == CURRENT else text + STALE_MARK
+
+    def clause(self, template):
+        """``template`` with each ``{key}`` replaced by the reference
+        text of ``key`` (``{ref_gpu}`` and ``{ref_gpu_short}``: the
+        reference GPU's name), or ``""`` when any of its values was not
+        captured: a clause whose reference is missing drops out of the
+        sentence. ``"(on the {ref_gpu_short}: {trip_gbs} GB/s)"``."""
+        names = dict(zip(DEVICE_KEYS, (self.gpu, self.gpu_short)))
+        keys = [f for _, f, _, _ in string.Formatter().parse(template)
+                if f]
+        try:
+            return template.format_map({
+                k: names[k] if k in names else self._present(k)
+                for k in keys})
+        except MissingReference:
+            return ""
+
+    def _present(self, key):
+        if self.status(key) in (NOT_CAPTURED, EXCLUDED):
+            raise MissingReference(key)
+        return self.reference_text(key)
+
+    def glue_clause(self, name, template):
+        """Glue `clause` of ``template`` as ``name`` (``NAME_ref``, as
+        `glue_ref` names words about the reference): the sentence pastes
+        it where the clause goes, and it is empty when a value is
+        missing."""
+        self.glue_ref(name, self.clause(template))
 
     def glue(self, name, value, display=True):
         """`myst_nb.glue` ``name``, and ``name + '_ref'`` beside it. Text
@@ -230,27 +290,137 @@ class Lesson:
         return rows
 
     def compare(self):
-        """Show this run's glued values beside the reference GPU's."""
+        """Show this run's numbers beside the reference GPU's: one plain
+        line on the capture, the stale mark's explanation where a value
+        carries it, and the table, collapsed."""
         from IPython.display import HTML, display
+        captured = bool(self.entries)
         display(HTML(compare_table(
-            self.device_name, self.run_info.get("date") or "never",
-            self.run_info.get("commit") or "-", self.rows())))
+            self.device_name,
+            self.run_info.get("date") if captured else None,
+            self.run_info.get("commit") if captured else None,
+            self.rows(), labels=self.labels())))
+
+    def labels(self):
+        """``{key: label}``: the words the lesson's own tables give each
+        value ("first / later"), its glued values filled in, else words
+        made from the key (`key_label`)."""
+        from .store import _read_lesson
+        nb = _read_lesson(self.lesson) or {"cells": []}
+        found = {}
+        for cell in nb["cells"]:
+            if cell["cell_type"] == "markdown":
+                found.update(table_labels("".join(cell["source"]),
+                                          self.values))
+        return {k: found.get(k) or key_label(k)
+                for k in (*self.values, *self.series)}
 
 
-def compare_table(device_name, date, commit, rows):
-    """The HTML table `Lesson.compare` shows: ``rows`` of ``(key, this
-    run, reference, state)``; each row carries its key as ``data-key``."""
+#: A glue role in a lesson's markdown: {glue:text}`key:format`.
+_GLUE_ROLE = re.compile(r"\{glue(?::\w+)?\}`([^`:]+)(?::([^`]*))?`")
+
+#: Units a key ends with, as a label says them.
+_UNITS = {"ms": "ms", "us": "\u00b5s", "s": "s", "kib": "KiB",
+          "mib": "MiB", "gib": "GiB", "gbps": "GB/s", "gb": "GB"}
+
+
+def key_label(key):
+    """Words for a glued key that no table of the lesson labels:
+    ``"demo_v2_ms"`` reads ``"demo v2 (ms)"``."""
+    words = key.split("_")
+    unit = _UNITS.get(words[-1]) if len(words) > 1 else None
+    if unit:
+        words = words[:-1]
+    text = " ".join(words)
+    text = text[:1].upper() + text[1:]
+    return f"{text} ({unit})" if unit else text
+
+
+def table_labels(markdown, values=None):
+    """``{key: label}`` from the rows of markdown tables that paste a
+    value and its reference (``| label | {glue:text}`key` | ... |``):
+    the first column, its glued values filled in from ``values`` and its
+    markup taken out."""
+    values = values or {}
+
+    def paste(match):
+        key, spec = match.group(1), match.group(2) or ""
+        if key not in values:
+            return key_label(key)
+        try:
+            return format(values[key], spec) if spec else format_value(
+                values[key])
+        except (TypeError, ValueError):
+            return format_value(values[key])
+
+    found = {}
+    for line in markdown.splitlines():
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        if len(cells) < 2 or not line.lstrip().startswith("|"):
+            continue
+        keys = [m.group(1) for m in _GLUE_ROLE.finditer(cells[1])]
+        if len(keys) != 1 or not cells[0]:
+            continue
+        label = _GLUE_ROLE.sub(paste, cells[0])
+        label = re.sub(r"[`*]|\$", "", label).strip()
+        found.setdefault(keys[0], label)
+    return found
+
+
+def capture_words(date, commit):
+    """When and from what the reference ran, as plain words:
+    ``"commit ee28add, 2026-11-23"``; a date the record lacks reads
+    ``"date not recorded"``, with what the record knows of it
+    (``"not recorded (before 2026-11-23)"`` reads ``"commit ee28add,
+    date not recorded, before 2026-11-23"``)."""
+    date = str(date or "").strip()
+    inner = re.fullmatch(r"not recorded\s*\((.*)\)", date)
+    if inner:
+        date = f"date not recorded, {inner.group(1)}"
+    elif not date or date == "not recorded":
+        date = "date not recorded"
+    return f"commit {commit or 'not recorded'}, {date}"
+
+
+def _is_number(text):
+    return re.fullmatch(r"-?[\d,]+(\.\d+)?(e[-+]?\d+)?", text) is not None
+
+
+def _reference_cell(text, state):
+    if state in (NOT_CAPTURED, EXCLUDED) or not text:
+        return MISSING
+    return text + STALE_MARK if state == STALE else text
+
+
+def compare_table(device_name, date, commit, rows, labels=None):
+    """The HTML `Lesson.compare` shows, from ``rows`` of ``(key, this
+    run, reference, state)``: a line on the capture (``date`` and
+    ``commit`` None: never captured), the stale mark explained when a
+    row is stale, and a collapsed table of the numbers with readable
+    ``labels`` (``{key: label}``; `key_label` for the rest). Words and
+    figure data are left out (the prose shows them). Each row carries its
+    key as ``data-key``."""
     from html import escape
-    head = (f"<p><b>This run beside the {escape(device_name)}</b> "
-            f"(reference captured {escape(str(date))}, commit "
-            f"{escape(str(commit))}; <i>stale</i>: the cell that measures "
-            "it, or code it calls, has changed since).</p>")
+    labels = labels or {}
+    device = escape(device_name)
+    shown = [r for r in rows if _is_number(r[1]) and r[3] != EXCLUDED]
+    if date is None and commit is None:
+        head = (f"<p>The {device} has not run this lesson yet: this run's "
+                "numbers stand alone.</p>")
+    else:
+        head = (f"<p>The reference: this lesson as the {device} ran it "
+                f"({escape(capture_words(date, commit))}).</p>")
+    if any(s == STALE for _, _, _, s in rows):     # words too: prose
+        head += (f"<p>{STALE_MARK} <i>Stale</i>: the cell that measures "
+                 f"the value, or code it calls, has changed since the "
+                 f"{device} ran it.</p>")
     body = "".join(
-        f'<tr data-key="{escape(k)}"><td><code>{escape(k)}</code></td>'
-        f"<td>{escape(a)}</td><td>{escape(b)}</td>"
-        f"<td>{escape(s)}</td></tr>"
-        for k, a, b, s in rows)
-    return (f'{head}<table class="reference-compare"><thead><tr>'
-            f"<th>value</th><th>this run</th>"
-            f"<th>{escape(device_name)}</th><th>reference</th></tr>"
-            f"</thead><tbody>{body}</tbody></table>")
+        f'<tr data-key="{escape(k)}"><td>'
+        f"{escape(labels.get(k) or key_label(k))}</td><td>{escape(a)}</td>"
+        f"<td>{escape(_reference_cell(b, s))}</td></tr>"
+        for k, a, b, s in shown)
+    return (f"{head}<details class=\"reference-compare-details\"><summary>"
+            f"This run's {len(shown)} numbers beside the {device}'s"
+            f'</summary><table class="reference-compare"><thead><tr>'
+            f"<th>value</th><th>this run</th><th>{device}</th></tr>"
+            f"</thead><tbody>{body}</tbody></table></details>")

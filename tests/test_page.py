@@ -1,0 +1,248 @@
+"""What a reader meets on a lesson's page, checked on the lessons' stored
+outputs and sources (the built HTML: tests/test_browser.py).
+
+Each test names a bug a reader once met: a stray dict under the imports,
+tracebacks through the CPU device model's internals and this machine's
+paths, glued words with literal backticks, a caption promising a line the
+figure does not draw, two curves drawn on top of each other, plain-text
+references to the book's own pages, sources named but not linked, and a
+downloaded lesson that fails on ``import src`` without saying why.
+"""
+import ast
+import json
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+ROOT = Path(__file__).resolve().parents[1]
+BOOK = ROOT / "book"
+LESSONS = sorted(p.stem for p in BOOK.glob("[0-9][0-9]_*.ipynb"))
+ANSI = re.compile(r"\x1b\[[0-9;]*m")
+
+
+def read(lesson):
+    return json.loads((BOOK / f"{lesson}.ipynb").read_text())
+
+
+def text(value):
+    return "".join(value) if isinstance(value, list) else value
+
+
+def code_cells(nb):
+    return [c for c in nb["cells"] if c["cell_type"] == "code"]
+
+
+def shown(out):
+    """What an output shows a reader (glued values show nothing)."""
+    if "scrapbook" in out.get("metadata", {}):
+        return ""
+    if out["output_type"] == "stream":
+        return text(out["text"])
+    if out["output_type"] == "error":
+        return ANSI.sub("", "\n".join(out["traceback"]))
+    return text(out.get("data", {}).get("text/plain", ""))
+
+
+@pytest.fixture(params=LESSONS)
+def lesson(request):
+    return request.param
+
+
+def test_the_set_up_cells_show_only_the_banner(lesson):
+    """The first two code cells (the banner, the imports) show the banner
+    and nothing else: no value of a last expression, such as the dict
+    ``{'profile_gpu': H100, ...}`` that `Lesson.glue_profile` returns."""
+    first, second = code_cells(read(lesson))[:2]
+    assert "Backend:" in "".join(shown(o) for o in first["outputs"])
+    for cell in (first, second):
+        results = [o for o in cell["outputs"]
+                   if o["output_type"] == "execute_result"]
+        assert not results, (lesson, cell["id"], shown(results[0]))
+    assert "profile_gpu" not in "".join(shown(o) for o in second["outputs"])
+
+
+def test_a_shown_error_is_cupys_message_not_the_models_frames(lesson):
+    """A lesson shows an error as a GPU run would: the exception and its
+    message, with no frame inside ``src/cpudevice`` and no path of the
+    machine that ran the lesson."""
+    for cell in code_cells(read(lesson)):
+        for out in cell["outputs"]:
+            if out["output_type"] != "error":
+                continue
+            shown_text = shown(out)
+            assert "cpudevice" not in shown_text, (lesson, cell["id"])
+            assert not re.search(r"(^|[\s\"'(])/(work|home|tmp|usr|opt)/",
+                                 shown_text, re.M), (lesson, cell["id"],
+                                                     shown_text)
+            assert "site-packages" not in shown_text, (lesson, cell["id"])
+            assert len(shown_text.strip().splitlines()) <= 6, (
+                lesson, cell["id"], shown_text)
+
+
+def test_a_lesson_opened_without_the_book_says_what_to_fetch(lesson,
+                                                            tmp_path):
+    """The first code cell, run where ``src`` cannot be imported (a
+    downloaded notebook on its own), stops with a message that says what
+    to fetch and where to open the lesson from."""
+    source = text(code_cells(read(lesson))[0]["source"])
+    run = subprocess.run([sys.executable, "-c", source], cwd=tmp_path,
+                         capture_output=True, text=True, timeout=60,
+                         env={"PATH": "/usr/bin:/bin"})
+    assert run.returncode != 0
+    last = run.stderr.strip().splitlines()[-1]
+    assert last.startswith("ModuleNotFoundError: This lesson needs `src`")
+    assert "README" in last and "book/" in last
+    assert "get_ipython" not in run.stderr      # it stopped at the import
+
+
+def glued_texts(nb):
+    for cell in nb["cells"]:
+        for out in cell.get("outputs", []):
+            name = out.get("metadata", {}).get("scrapbook", {}).get("name")
+            if name is None:
+                continue
+            for mime, value in out.get("data", {}).items():
+                if mime.endswith("text/plain"):
+                    yield name, text(value)
+
+
+def markdown(nb):
+    return "\n\n".join(text(c["source"]) for c in nb["cells"]
+                       if c["cell_type"] == "markdown")
+
+
+def test_glued_words_that_quote_code_paste_as_markdown(lesson):
+    """``{glue:text}`` shows backticks as they are ("`set` held the
+    host"): a glued text that quotes code is pasted with ``{glue:md}``,
+    which sets it as code."""
+    nb = read(lesson)
+    prose = markdown(nb)
+    for name, value in glued_texts(nb):
+        if "`" not in value:
+            continue
+        plain = re.findall(r"\{glue(?::text)?\}`" + re.escape(name)
+                           + r"(?::[^`]*)?`", prose)
+        assert not plain, f"{lesson}: {name} ({value[:40]!r}) pasted as text"
+
+
+def figure_cells(nb):
+    for cell in code_cells(nb):
+        figure = cell.get("metadata", {}).get("mystnb", {}).get("figure")
+        if figure and figure.get("caption"):
+            yield cell, figure
+
+
+def test_a_caption_promises_only_lines_its_cell_always_draws(lesson):
+    """A caption that names a dotted line belongs to a cell that draws one
+    on every backend, not only under an ``if`` (Fig 6.2 promised the
+    link's nominal bandwidth, which the CPU device model has no data
+    for)."""
+    for cell, figure in figure_cells(read(lesson)):
+        if "dotted" not in figure["caption"]:
+            continue
+        drawn = [ln for ln in text(cell["source"]).splitlines()
+                 if re.search(r"""(ls|linestyle)\s*=\s*["']:""", ln)]
+        assert drawn and all(not ln.startswith(" ") for ln in drawn), (
+            lesson, figure.get("name"), figure["caption"])
+
+
+def test_host_to_device_and_back_are_drawn_apart_in_fig_6_2():
+    """H2D and D2H copies run at about the same rate (55 and 54 GB/s on
+    the H100): their curves take different markers and widths, so that
+    both show where they coincide."""
+    [cell] = [c for c, f in figure_cells(read("06_pinned_memory"))
+              if f.get("name") == "fig-pinned-bandwidth"]
+    tree = ast.parse(text(cell["source"]))
+    [looks] = [node.value for node in tree.body
+               if isinstance(node, ast.Assign)
+               and getattr(node.targets[0], "id", None) == "looks"]
+    looks = {k.value: {kw.arg: ast.literal_eval(kw.value)
+                       for kw in v.keywords}
+             for k, v in zip(looks.keys, looks.values)}
+    assert set(looks) == {"H2D", "D2H"}
+    assert looks["H2D"]["marker"] != looks["D2H"]["marker"]
+    assert looks["H2D"]["lw"] != looks["D2H"]["lw"]
+
+
+#: A page of the book named in prose as a file: `backends.md`.
+_FILE_NAME = re.compile(r"(?<![(/\w])`?(?:book/)?\w+\.(?:md|ipynb)\b`?(?!\))")
+
+
+def test_references_to_the_books_pages_are_links(lesson):
+    """The book's own pages are named by links (``[the backends
+    page](backends.md)``), never as a file name in plain text."""
+    for cell in read(lesson)["cells"]:
+        if cell["cell_type"] != "markdown":
+            continue
+        found = _FILE_NAME.findall(text(cell["source"]))
+        assert not found, (lesson, cell["id"], found)
+
+
+#: The sources the lessons follow: how prose names each, and its site.
+SOURCES = {
+    "NVIDIA's overlap post": (r"How to Overlap Data Transfers",
+                              r"developer\.nvidia\.com/blog/"),
+    "PyTorch's non_blocking and pin_memory guide": (
+        r"A well-known PyTorch experiment", r"pytorch\.org/tutorials/"),
+    "d2l's asynchronous computation section": (
+        r"Asynchronous\s+Computation", r"d2l\.ai/chapter_computational"),
+    "MindSpore's docs": (r"MindSpore", r"mindspore\.cn/docs/"),
+    "MXNet's docs": (r"MXNet", r"mxnet\.apache\.org|d2l\.ai/"),
+}
+
+
+@pytest.mark.parametrize("source", SOURCES)
+def test_each_source_is_linked_where_a_lesson_first_names_it(source):
+    """In each lesson, the first markdown cell that names a source links
+    it."""
+    name, site = SOURCES[source]
+    named = 0
+    for lesson in LESSONS:
+        cells = [text(c["source"]) for c in read(lesson)["cells"]
+                 if c["cell_type"] == "markdown"]
+        first = next((c for c in cells if re.search(name, c)), None)
+        if first is None:
+            continue
+        named += 1
+        assert re.search(site, first), (
+            f"{lesson}: {source} is named without a link: "
+            f"{first[:120]!r}")
+    assert named, f"no lesson names {source}"
+
+
+# -- the note on every page: how to get the source and run it ---------------
+def runnote():
+    sys.path.insert(0, str(BOOK / "_ext"))
+    try:
+        import runnote as module
+    finally:
+        sys.path.remove(str(BOOK / "_ext"))
+    return module
+
+
+def test_the_repository_is_one_setting_left_empty_until_one_exists():
+    """``repository: url:`` in _config.yml names the repository; it is
+    there even while empty, since Jupyter Book's default would otherwise
+    name Jupyter Book's own repository."""
+    config = yaml.safe_load((ROOT / "_config.yml").read_text())
+    assert "url" in config["repository"]
+    assert "runnote" in config["sphinx"]["local_extensions"]
+
+
+def test_the_note_gives_the_readmes_two_commands_and_a_link_if_any():
+    module = runnote()
+    build, test = module.readme_commands()
+    assert build.endswith("jupyter-book build . -W --keep-going")
+    assert test.endswith("python -m pytest")
+    readme = (ROOT / "README.md").read_text()
+    assert build in " ".join(readme.split())
+    none = module.note_html("", (build, test))
+    assert "<a " not in none and "no public repository" in none
+    assert "jupyter-book build" in none and "python -m pytest" in none
+    url = "https://example.org/book"
+    linked = module.note_html(url, (build, test))
+    assert f'href="{url}"' in linked and "no public repository" not in linked
