@@ -14,6 +14,7 @@ import pytest
 from src import cp
 from src.memory import (MemoryMonitor, Sample, host_rss, memory_summary,
                         plot_timeline)
+from src.timing import EventTimer
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402  (after choosing the backend)
@@ -209,6 +210,26 @@ def test_timeline_plot_against_time_uses_the_sample_times():
     assert list(xs) == [s.time * 1e3 for s in mon.samples]
     assert len(ax.get_lines()) == 2 and "ms" in ax.get_xlabel()
     plt.close(fig)
+
+
+def test_sample_times_read_the_books_host_clock():
+    x = cp.ones((1024, 1024), dtype=cp.float32)
+    (x @ x).sum()
+    cp.cuda.Device().synchronize()
+    with MemoryMonitor() as mon:
+        a = floats(1000)
+        with EventTimer() as t:
+            for _ in range(8):
+                y = x @ x
+        del y
+        t.end.synchronize()
+        b = floats(1000)
+    del a, b
+    # the two mallocs bracket a wait for the products: the host clock
+    # reads about their device time, on the model as on a GPU (where the
+    # real time of their NumPy would be far longer)
+    gap = mon.samples[-1].time - mon.samples[1].time
+    assert t.seconds * 0.9 < gap < t.seconds * 1.5 + 0.001, (gap, t.seconds)
 
 
 def test_host_rss_counts_touched_host_memory():

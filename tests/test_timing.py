@@ -1,14 +1,18 @@
 """src.timing: what each timer waits for, tested with gates that hold a
-stream (not with timings), and the lower bounds a gate makes certain."""
+stream (not with timings), and the lower bounds a gate makes certain; the
+book's host clock, and the one timeline it shares with events on the
+model."""
 import threading
 import time
 
+import numpy
 import pytest
 
 import src
 from modelkit import Gate
-from src import cp
-from src.timing import Benchmark, EventTimer
+from src import cp, cpx
+from src.backend import choose_host_clock
+from src.timing import MODELLED, Benchmark, EventTimer, host_clock
 
 GATE_S = 0.2     # how long a gate stays closed in the tests that open it late
 
@@ -31,14 +35,14 @@ def open_later(gate, seconds=GATE_S):
 def test_benchmark_times_the_host_block_and_keeps_seconds():
     with Benchmark() as b:
         time.sleep(0.05)
-    assert b.seconds >= 0.05
+    assert b.seconds >= 0.05 and b.real_seconds >= 0.05
 
 
 def test_benchmark_prints_description_in_milliseconds(capsys):
     with Benchmark("sleep"):
         time.sleep(0.01)
     out = capsys.readouterr().out
-    assert out.startswith("sleep: ") and out.endswith(" ms\n")
+    assert out.startswith("sleep: ") and out.endswith(f" ms{MODELLED}\n")
 
 
 def test_benchmark_is_silent_without_description(capsys):
@@ -69,7 +73,9 @@ def test_benchmark_with_sync_waits_for_the_blocks_work():
         after = s.record()
         timer = open_later(gate)
     timer.join()
-    assert after.done and b.seconds >= GATE_S
+    # the gate held the stream for GATE_S of real time, and an item whose
+    # length is real lasts as long on the model's timeline: both clocks
+    assert after.done and b.real_seconds >= GATE_S and b.seconds >= GATE_S
     assert float(y.sum()) == 2000.0
 
 
@@ -127,3 +133,97 @@ def test_event_timer_measures_device_work_in_seconds():
             x = x + 1
     assert 0.0 < t.seconds < 60.0
     assert float(x[0]) == 11.0
+
+
+# -- the book's host clock ----------------------------------------------------
+
+def test_host_clock_is_perf_counter_on_a_gpu_and_a_view_on_the_model():
+    assert choose_host_clock("gpu") is time.perf_counter
+    view = choose_host_clock("cpu")
+    assert view is not time.perf_counter
+    before = time.perf_counter()
+    assert view() <= time.perf_counter()    # the view never runs ahead
+    assert view() >= before - 3600          # ... nor far behind
+    with pytest.raises(ValueError, match="not 'gpu' or 'cpu'"):
+        choose_host_clock("tpu")
+
+
+def test_host_clock_passes_at_real_speed_in_the_readers_own_python():
+    t0, r0 = host_clock(), time.perf_counter()
+    time.sleep(0.05)
+    assert host_clock() - t0 == pytest.approx(time.perf_counter() - r0,
+                                              abs=0.01)
+
+
+def test_modelled_is_said_on_the_model_only():
+    assert MODELLED == ("" if src.BACKEND == "gpu" else " (modelled)")
+
+
+def long_device_work(n=16):
+    """Products that keep the device busy far longer than queueing them."""
+    x = cp.ones((1024, 1024), dtype=cp.float32)
+    for _ in range(n):
+        y = x @ x
+    return y
+
+
+def test_benchmark_with_sync_agrees_with_events_on_long_device_work():
+    long_device_work(1)
+    with Benchmark(sync=True) as b:
+        with EventTimer() as t:
+            long_device_work()
+    # on a GPU both clocks time the same work; on the model the host clock
+    # is the thread's view, which waits for the work's modelled end
+    assert 1 / 1.5 < b.seconds / t.seconds < 1.5, (b.seconds, t.seconds)
+    assert b.real_seconds >= b.seconds
+    if src.BACKEND == "cpu":       # the real NumPy took longer than modelled
+        assert b.real_seconds > b.seconds
+
+
+def test_benchmark_sees_a_copy_and_a_kernel_on_two_streams_overlap():
+    host = cpx.empty_pinned(4 << 20, numpy.float32)
+    host[...] = 1.0
+    dev = cp.empty(4 << 20, cp.float32)
+    copies = cp.cuda.Stream(non_blocking=True)
+    kernels = cp.cuda.Stream(non_blocking=True)
+    with kernels:
+        long_device_work(1)
+    with Benchmark(sync=True) as b:
+        with EventTimer(copies) as copy:
+            dev.set(host, stream=copies)
+        with kernels, EventTimer(kernels) as kernel:
+            long_device_work(6)
+    assert b.seconds < copy.seconds + kernel.seconds, \
+        (b.seconds, copy.seconds, kernel.seconds)
+    assert b.real_seconds >= b.seconds
+    if src.BACKEND == "cpu":
+        assert b.real_seconds > b.seconds
+    assert float(dev[-1]) == 1.0
+
+
+@needs_model
+def test_profiler_cpu_times_are_the_view_and_its_result_says_modelled():
+    x = cp.ones((1024, 1024), dtype=cp.float32)
+
+    def product_and_wait():
+        float((x @ x)[0, 0])
+    r = cpx.profiler.benchmark(product_and_wait, n_repeat=3, n_warmup=1)
+    # the host waited for a product the device does in well under 10 ms;
+    # the real NumPy product, on any CPU, takes longer than its modelled time
+    assert (r.cpu_times < 0.01).all(), r.cpu_times
+    assert (r.cpu_times < r.gpu_times[0] * 1.5).all(), r
+    assert str(r).endswith(" (modelled)")
+
+
+@needs_model
+def test_profiler_max_duration_counts_real_time():
+    x = cp.ones((1024, 1024), dtype=cp.float32)
+
+    def product_and_wait():
+        float((x @ x)[0, 0])
+    real = time.perf_counter()
+    r = cpx.profiler.benchmark(product_and_wait, n_repeat=10**6, n_warmup=1,
+                               max_duration=0.05)
+    # modelled, 0.05 s holds about a thousand products; really, far fewer
+    assert r.cpu_times.size < 1000
+    assert time.perf_counter() - real < 30

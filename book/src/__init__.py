@@ -45,8 +45,10 @@ def banner():
     else:
         from .cpudevice import _hardware
         print("Backend: CPU device model (no usable GPU, or BOOK_BACKEND=cpu)")
-        print("  real work on the CPU; device timings modelled on an")
-        print(f"  {_hardware.profile.device} profile (see backends.md)")
+        print("  real work on the CPU; events and the book's host clock read")
+        print(f"  one timeline modelled on an {_hardware.profile.device} "
+              "profile;")
+        print("  a bare time.perf_counter reads the CPU (see backends.md)")
     for i, name in enumerate(device_names()):
         total = cp.cuda.runtime.getDeviceProperties(i)["totalGlobalMem"]
         print(f"  device {i}: {name}, {total / 2**30:.1f} GiB")

@@ -8,12 +8,15 @@ surrounding spaces ignored (``CPU`` is ``cpu``), and an empty value means
 ``auto``.
 
 `choose_nvml` picks NVML the same way: NVIDIA's ``pynvml`` beside CuPy, the
-model's stand-in (`src.nvmlmodel`) beside the model.
+model's stand-in (`src.nvmlmodel`) beside the model; `choose_host_clock`
+picks the book's host clock: ``time.perf_counter`` beside CuPy, the calling
+thread's view of the modelled device clock beside the model.
 """
 import ctypes.util
 import glob
 import os
 import sys
+import time
 
 CHOICES = ("auto", "gpu", "cpu")
 
@@ -90,3 +93,19 @@ def choose_nvml(name):
         raise ValueError(f"backend {name!r} is not 'gpu' or 'cpu'")
     from . import nvmlmodel
     return nvmlmodel
+
+
+def choose_host_clock(name):
+    """The book's host clock for backend ``name``, in seconds: on a GPU,
+    ``time.perf_counter``; on the CPU device model, the calling thread's
+    view of the modelled device clock (`cpudevice._clock.host_now`), which
+    passes at real speed in the reader's own Python and NumPy, by CuPy's
+    issue time in each call into the model, and by its modelled length in
+    each wait for the device, so that it agrees with the model's events
+    where a GPU's host clock agrees with a GPU's."""
+    if name == "gpu":
+        return time.perf_counter
+    if name != "cpu":
+        raise ValueError(f"backend {name!r} is not 'gpu' or 'cpu'")
+    from .cpudevice._clock import host_now
+    return host_now

@@ -12,12 +12,12 @@ thread-local), through the default ``MemoryPool`` (not the stream-ordered
 either: reserved memory it gives back shows at the monitor's next event.
 """
 import itertools
-import time
 from typing import NamedTuple, Optional
 
 import psutil
 
 from . import cp
+from .timing import MODELLED, host_clock
 
 _process = psutil.Process()
 
@@ -29,7 +29,8 @@ def host_rss():
 
 class Sample(NamedTuple):
     """The pool right after one event (``rss`` is None unless recorded)."""
-    time: float          # seconds since the monitor was created or reset
+    time: float          # seconds since the monitor was created or reset,
+                         # by the book's host clock (modelled on the model)
     event: str           # 'reset', 'malloc', 'free', or 'failed' (a malloc)
     size: int            # bytes of the block, rounded as the pool rounds
     allocated: int       # pool.used_bytes(): blocks held by arrays
@@ -61,7 +62,7 @@ class MemoryMonitor(cp.cuda.MemoryHook):
 
     def reset(self):
         """Start over: the peaks become the pool's present state."""
-        self._start = time.perf_counter()
+        self._start = host_clock()
         self._peak_allocated, self._peak_reserved = self.current()
         self.start_allocated = self._peak_allocated
         self.samples = []
@@ -90,7 +91,7 @@ class MemoryMonitor(cp.cuda.MemoryHook):
         self._peak_reserved = max(self._peak_reserved, reserved)
         if self.timeline:
             self.samples.append(Sample(
-                time.perf_counter() - self._start, event, size, allocated,
+                host_clock() - self._start, event, size, allocated,
                 reserved, host_rss() if self.rss else None))
 
     # CuPy calls these with keyword arguments, after the pool has acted.
@@ -137,7 +138,7 @@ def plot_timeline(monitor, ax, label="", x="event"):
         ax.set_xlabel("pool event (allocation or free) number")
     else:
         xs = [s.time * 1e3 for s in samples]
-        ax.set_xlabel("time since the monitor started (ms)")
+        ax.set_xlabel(f"time since the monitor started (ms){MODELLED}")
     prefix = f"{label}: " if label else ""
     line, = ax.step(xs, [s.allocated / _MIB for s in samples], where="post",
                     marker="o", markersize=3, label=f"{prefix}allocated")

@@ -26,10 +26,13 @@ model's Python. So a thread's view runs behind the clock by a *lag*:
   at the same rate on both.
 
 The real clock is never bent: a host wait still returns only once the
-work has really run and the thread's view has passed its modelled end, so
-host-timed measurements see the real durations, which include the model's
-overheads (`backends.md`: "mixed" effects). Only the times work is issued at,
-and so everything events measure, follow the view.
+work has really run and the thread's view has passed its modelled end, and
+``time.perf_counter`` (and so ``%timeit``) reads the real durations, which
+include the model's overheads. The times work is issued at, and so
+everything events measure, follow the view; so do the book's host clocks
+(`src.timing.host_clock`, which `Benchmark` and `MemoryMonitor` read, and
+``cupyx.profiler.benchmark``'s ``cpu_times``), so that a host clock that
+waits for device work agrees with the events, as on a GPU.
 """
 import functools
 import threading

@@ -1,7 +1,12 @@
 """``cupyx.profiler`` on the CPU device model: ``benchmark`` and ``time_range``.
 
-``benchmark`` is CuPy's algorithm: host time with ``time.perf_counter``
-around each call, device time from events recorded before and after it.
+``benchmark`` is CuPy's algorithm: host time around each call, device time
+from events recorded before and after it. CuPy reads the host time with
+``time.perf_counter``; the model reads the calling thread's view of its
+device clock (`_clock.host_now`), so that ``cpu_times`` and ``gpu_times``
+are on one modelled timeline, as they are on a GPU, and its printed result
+says "(modelled)". ``max_duration`` is still counted in real time: it bounds
+how long the call really takes.
 """
 import contextlib
 import math
@@ -10,6 +15,7 @@ import time
 import numpy
 
 from .. import cuda
+from .._clock import host_now
 from ..cuda import runtime
 from ..cuda.device import Device
 from ..cuda.stream import Event
@@ -28,7 +34,8 @@ class _PerfCaseResult:
 
     @property
     def cpu_times(self):
-        """Host seconds per repeat, shape ``(n_repeat,)``."""
+        """Host seconds per repeat, shape ``(n_repeat,)`` (modelled: the
+        calling thread's view of the device clock)."""
         return self._ts[0]
 
     @property
@@ -51,7 +58,7 @@ class _PerfCaseResult:
             for i, d in enumerate(self._devices):
                 results.append(self._to_str_per_item(
                     "GPU-{}".format(d), self._ts[1 + i]))
-        return "{:<20s}:{}".format(self.name, " ".join(results))
+        return "{:<20s}:{} (modelled)".format(self.name, " ".join(results))
 
     def __str__(self):
         return self.to_str(show_gpu=True)
@@ -91,9 +98,10 @@ def benchmark(func, args=(), kwargs={}, n_repeat=10000, *, name=None,
     duration = 0.0
     for _ in range(n_repeat):
         on_each(lambda i: starts[i].record())
-        t1 = time.perf_counter()
+        real_t1 = time.perf_counter()
+        t1 = host_now()
         func(*args, **kwargs)
-        t2 = time.perf_counter()
+        t2 = host_now()
         on_each(lambda i: ends[i].record())
         for e in ends:
             e.synchronize()
@@ -101,7 +109,7 @@ def benchmark(func, args=(), kwargs={}, n_repeat=10000, *, name=None,
         for i in range(len(devices)):
             # looked up at each call, as CuPy does (cupy.cuda's name)
             gpu[i].append(cuda.get_elapsed_time(starts[i], ends[i]) * 1e-3)
-        duration += time.perf_counter() - t1
+        duration += time.perf_counter() - real_t1
         if duration > max_duration:
             break
     ts = numpy.asarray([cpu] + gpu, dtype=numpy.float64)
