@@ -25,6 +25,12 @@ follows the rule.
 An effect whose reference is stale or not captured, and that has no
 published value, is declared with ``awaiting`` (why): *awaiting the GPU
 run*. It is not tested against a number; the next capture gives it one.
+An effect the model cannot show at the lesson's size, where neither
+rule for a size (the GPU's size, or the GPU's ratio of device work to
+issue time) is affordable on the model, is declared with
+``model_cannot`` (why): the page says so in one sentence beside the
+GPU's value, and the test checks that the GPU's value is shown instead
+of judging the model's.
 
 The dataclass is small on purpose: ``refs`` and ``formula`` have the
 meaning they have in ``benchmarks/fidelity.py``'s ``Effect``, so that
