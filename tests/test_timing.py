@@ -159,7 +159,7 @@ def test_modelled_is_said_on_the_model_only():
     assert MODELLED == ("" if src.BACKEND == "gpu" else " (modelled)")
 
 
-def long_device_work(n=16):
+def long_device_work(n=8):
     """Products that keep the device busy far longer than queueing them."""
     x = cp.ones((1024, 1024), dtype=cp.float32)
     for _ in range(n):
