@@ -180,3 +180,17 @@ def test_a_seeded_tiny_size_inverts_04_and_the_checker_fails():
     failed = {e.key: verdict for e, _, verdict in effects.failures(
         [QUEUE], {"04_async": glued})}
     assert failed == {"device_over_queue": "against the GPU"}, glued
+
+
+def test_the_runs_record_counts_the_runs_in_a_row_an_effect_held():
+    sys.path.insert(0, str(ROOT / "tools"))
+    import effects_runs
+    queue = dict(values("04_async"), print_ms=1.0, queue_ms=1.0)
+    runs = [effects_runs.record_run("04_async", v, [], 1.0, 0.1)
+            for v in (values("04_async"), queue, values("04_async"))]
+    seen = effects_runs.summary("04_async", runs)
+    assert seen["print_over_queue"]["consecutive"] == 1
+    assert seen["print_over_queue"]["values"][1] == 1.0
+    assert seen["unbounded_over_bounded_peak"]["consecutive"] == 3
+    assert seen["first_launch_waits"]["consecutive"] is None   # awaiting
+    assert seen["device_over_queue"]["consecutive"] is None    # cannot

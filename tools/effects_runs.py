@@ -66,6 +66,7 @@ def summary(lesson, runs):
         if effect.lesson != lesson:
             continue
         seen = [r["effects"][effect.key] for r in runs]
+        judged = effect in effects.tested()
         held = 0
         for s in seen:
             if s["verdict"] != "holds":
@@ -76,8 +77,9 @@ def summary(lesson, runs):
             "gpu": effect.gpu, "margin": effect.margin,
             "source": None if effect.awaiting else effect.source,
             "awaiting": effect.awaiting or None,
+            "model_cannot": effect.model_cannot or None,
             "values": [s["value"] for s in seen],
-            "consecutive": None if effect.awaiting else held}
+            "consecutive": held if judged else None}
     return out
 
 
@@ -120,7 +122,8 @@ def main(argv=None):
                                    load))
             verdicts = ", ".join(f"{k} {v['verdict']}" for k, v in
                                  runs[-1]["effects"].items()
-                                 if v["verdict"] != effects.AWAITING)
+                                 if v["verdict"] not in (
+                                     effects.AWAITING, effects.MODEL_CANNOT))
             print(f"{lesson} run {i + 1}/{args.n} "
                   f"({runs[-1]['seconds']:.0f} s, load {load}): {verdicts}"
                   + (f"; errors {errors}" if errors else ""))
