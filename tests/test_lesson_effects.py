@@ -194,3 +194,13 @@ def test_the_runs_record_counts_the_runs_in_a_row_an_effect_held():
     assert seen["unbounded_over_bounded_peak"]["consecutive"] == 3
     assert seen["first_launch_waits"]["consecutive"] is None   # awaiting
     assert seen["device_over_queue"]["consecutive"] is None    # cannot
+
+
+def test_an_effect_shared_with_the_fidelity_table_names_one_it_declares():
+    """``fidelity`` names the same effect in the fidelity table's
+    declarations (benchmarks/fidelity.py, or the package it becomes)."""
+    declared = "".join(p.read_text() for p in (ROOT / "benchmarks").rglob(
+        "*.py") if p.name != "lessoneffects.py")
+    for e in effects.EFFECTS:
+        if e.fidelity:
+            assert f'Effect("{e.fidelity}"' in declared, e.key
