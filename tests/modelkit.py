@@ -214,3 +214,9 @@ def cub_workspace(func, a, axis=None, dtype=None):
     """Bytes of CUB workspace the model takes for NumPy's reduction
     ``func`` of ``a`` (None: CuPy would not send it to CUB)."""
     return _cub._cub_workspace(func, a, axis, dtype)
+
+
+def no_pool_malloc():
+    """The allocator `set_allocator(None)` installs: cudaMalloc with no
+    pool (CuPy's `cupy.cuda.memory._malloc`)."""
+    return cp.cuda.memory._malloc

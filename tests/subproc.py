@@ -15,17 +15,22 @@ BOOK = ROOT / "book"
 TIMEOUT_S = 120
 
 
-def command(argv, *, backend=None, env=None, cwd=BOOK, timeout=TIMEOUT_S):
+def command(argv, *, backend=None, env=None, cwd=BOOK, timeout=TIMEOUT_S,
+            alone=False):
     """Run ``argv`` in a fresh process: its ``CompletedProcess`` (text).
 
     ``backend`` sets ``BOOK_BACKEND`` (None: inherit this process's);
-    ``env`` adds variables; the timeout is never unset.
+    ``env`` adds variables; the timeout is never unset. ``alone``: as a
+    reader's downloaded file runs, with only ``PATH`` set and neither the
+    book nor the tests on the path.
     """
-    e = dict(os.environ, **(env or {}))
+    e = {"PATH": "/usr/bin:/bin"} if alone else dict(os.environ)
+    e.update(env or {})
     if backend is not None:
         e["BOOK_BACKEND"] = backend
-    e["PYTHONPATH"] = os.pathsep.join(
-        p for p in (str(TESTS), str(BOOK), e.get("PYTHONPATH")) if p)
+    if not alone:
+        e["PYTHONPATH"] = os.pathsep.join(
+            p for p in (str(TESTS), str(BOOK), e.get("PYTHONPATH")) if p)
     return subprocess.run(list(argv), cwd=cwd, env=e, capture_output=True,
                           text=True, timeout=timeout or TIMEOUT_S)
 

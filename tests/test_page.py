@@ -11,7 +11,7 @@ downloaded lesson that fails on ``import src`` without saying why.
 import ast
 import json
 import re
-import subprocess
+import subproc
 import sys
 from pathlib import Path
 
@@ -89,9 +89,7 @@ def test_a_lesson_opened_without_the_book_says_what_to_fetch(lesson,
     downloaded notebook on its own), stops with a message that says what
     to fetch and where to open the lesson from."""
     source = text(code_cells(read(lesson))[0]["source"])
-    run = subprocess.run([sys.executable, "-c", source], cwd=tmp_path,
-                         capture_output=True, text=True, timeout=60,
-                         env={"PATH": "/usr/bin:/bin"})
+    run = subproc.run(["-c", source], cwd=tmp_path, timeout=60, alone=True)
     assert run.returncode != 0
     last = run.stderr.strip().splitlines()[-1]
     assert last.startswith("ModuleNotFoundError: This lesson needs `src`")

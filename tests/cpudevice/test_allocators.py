@@ -7,9 +7,9 @@ import json
 import pytest
 
 import src.cpudevice as cp
-from src.cpudevice import _hardware as hardware
 
 import modelkit
+from modelkit import hardware
 import subproc
 
 runtime = cp.cuda.runtime
@@ -41,7 +41,7 @@ def test_the_default_allocator_is_the_default_pool():
 def test_no_pool_gives_each_free_back_to_the_device():
     pool.free_all_blocks()
     cp.cuda.set_allocator(None)
-    assert cp.cuda.get_allocator() is cp.cuda.memory._malloc
+    assert cp.cuda.get_allocator() is modelkit.no_pool_malloc()
     used, free0 = pool.used_bytes(), device_free()
     x = cp.arange(1 << 18, dtype=cp.float32)        # 1 MiB
     assert isinstance(x.data.mem, cp.cuda.Memory)
@@ -88,7 +88,7 @@ def test_a_pool_over_another_allocator():
 
     def allocator(size):
         sizes.append(size)
-        return cp.cuda.memory._malloc(size)
+        return modelkit.no_pool_malloc()(size)
     mine = cp.cuda.MemoryPool(allocator)
     cp.cuda.set_allocator(mine.malloc)
     free0 = device_free()
