@@ -93,8 +93,9 @@ class Text(str):
     """A string whose ``repr`` pastes as written: myst_nb reads a glued
     ``text/plain`` as a Python literal, so a text that would read as
     another value ("2,929" as a tuple of two numbers) is quoted, and any
-    other is itself (no quotes, an apostrophe or not). A text that quotes
-    code in backticks is also Markdown, to paste with ``{glue:md}``."""
+    other is itself (no quotes, an apostrophe or not). Every text is also
+    Markdown, so that a sentence pastes one that may quote code in
+    backticks with ``{glue:md}``, whatever this run's words are."""
 
     def __repr__(self):
         text = str(self)
@@ -106,9 +107,9 @@ class Text(str):
         return text if str(value) == text else repr(text)
 
     def _repr_markdown_(self):
-        """The text as Markdown where it quotes code (```set```), for
-        ``{glue:md}``: ``{glue:text}`` would show the backticks."""
-        return str(self) if "`" in self else None
+        """The text as Markdown, for ``{glue:md}``: ``{glue:text}`` would
+        show the backticks of a text that quotes code (```set```)."""
+        return str(self)
 
 
 #: The mark a stale reference value carries wherever it is shown; the
