@@ -71,11 +71,17 @@ PAGES = toc_pages()
 
 
 def numbered_pages(toc=ROOT / "_toc.yml"):
-    """The documents in the numbered parts of ``_toc.yml``."""
+    """The documents in the numbered parts of ``_toc.yml``, their chapters'
+    sections included (2.1 is numbered too)."""
     data = yaml.safe_load(toc.read_text(encoding="utf-8"))
-    return {str(PurePosixPath(c["file"]).with_suffix(""))
-            for part in data.get("parts") or [] if part.get("numbered")
-            for c in part.get("chapters") or []}
+
+    def files(entries):
+        for entry in entries or ():
+            if "file" in entry:
+                yield str(PurePosixPath(entry["file"]).with_suffix(""))
+            yield from files(entry.get("sections"))
+    return {f for part in data.get("parts") or [] if part.get("numbered")
+            for f in files(part.get("chapters"))}
 
 
 NUMBERED = numbered_pages()
