@@ -373,7 +373,7 @@ def book_build_s(quick):
     build folder (with --quick: one page with no links to others)."""
     import shutil
     jb = os.path.join(os.path.dirname(sys.executable), "jupyter-book")
-    target = "book/misuse.md" if quick else "."
+    target = "book/fidelity.md" if quick else "."
     out = os.path.join(ROOT, "_build") if not quick else None
     if out:
         shutil.rmtree(out, ignore_errors=True)

@@ -1,6 +1,8 @@
 """The misuse catalogue: each mistake a reader is likely to make raises the
 exception class CuPy raises, with a message that says what to do. The table
-in book/misuse.md lists the same entries (a test keeps them in step)."""
+in book/misuse.ipynb lists the same entries (a test keeps them in step),
+below the performance mistakes the page measures."""
+import json
 import os
 import re
 
@@ -159,9 +161,78 @@ def test_misuse_raises_cupys_exception_with_advice(misuse, exc, says):
     assert re.search(says, str(e.value), re.S), str(e.value)
 
 
+def page_cells():
+    with open(os.path.join(BOOK, "misuse.ipynb")) as f:
+        return [(c["cell_type"], "".join(c["source"]),
+                 c.get("metadata", {}).get("tags", []))
+                for c in json.load(f)["cells"]]
+
+
+def page_markdown():
+    return "\n\n".join(s for kind, s, _ in page_cells()
+                        if kind == "markdown")
+
+
 def test_catalogue_is_listed_in_the_docs():
-    with open(os.path.join(BOOK, "misuse.md")) as f:
-        text = f.read()
+    text = page_markdown()
     for misuse, exc, _ in CATALOGUE:
         assert f"`{misuse.__name__}`" in text, misuse.__name__
         assert exc.__name__ in text
+
+
+#: The performance mistakes the page measures, by the words of their
+#: headings, and the chapter each links (issue 31, item 6).
+PERFORMANCE = {
+    "Timing without a wait": "04_async",
+    "A first launch inside a timing": "01_devices",
+    "A pageable buffer with `blocking=False`": "06_pinned_memory",
+    "Pinned allocation inside a loop": "06_pinned_memory",
+    "A missing `wait_event`": "05_streams",
+    "`.get()` on the stream that computes": "04_async",
+}
+
+
+def sections():
+    """``{heading: (markdown, code in view)}`` of the page's sections."""
+    found, heading = {}, None
+    for kind, source, tags in page_cells():
+        if kind == "markdown" and source.startswith("## "):
+            heading = source.splitlines()[0][3:]
+            found[heading] = ([], [])
+        if heading is None:
+            continue
+        if kind == "markdown":
+            found[heading][0].append(source)
+        elif "remove-cell" not in tags:
+            found[heading][1].append(source)
+    return {h: ("\n".join(md), "\n".join(code))
+            for h, (md, code) in found.items()}
+
+
+@pytest.mark.parametrize("mistake", PERFORMANCE)
+def test_each_performance_mistake_is_measured_fixed_and_linked(mistake):
+    """Each performance mistake has its experiment in view, its measured
+    cost glued into prose, a fix, and a link to the chapter that teaches
+    it; numbers in its prose are glued, never typed."""
+    [heading] = [h for h in sections() if mistake in h]
+    prose, code = sections()[heading]
+    assert "Benchmark" in code or "race(" in code or "infer(" in code
+    assert "{glue:text}`" in prose
+    assert "**Fix:**" in prose
+    assert f"]({PERFORMANCE[mistake]}.ipynb)" in prose
+    typed = re.sub(r"\{glue(?::\w+)?\}`[^`]*`|\]\([^)]*\)|`[^`]*`", "",
+                   prose)
+    assert not re.search(r"\d+(\.\d+)? ?(ms|us|µs|s|MiB|GB/s|times)\b",
+                         typed), (heading, typed)
+
+
+def test_the_reference_appears_only_where_it_was_captured():
+    """A clause about the reference GPU is glued in a cell the page
+    hides, and no stored output says "not captured"."""
+    for kind, source, tags in page_cells():
+        if kind == "code" and "clause(" in source and "def " not in source:
+            assert "remove-cell" in tags, source[:60]
+    with open(os.path.join(BOOK, "misuse.ipynb")) as f:
+        outputs = [o for c in json.load(f)["cells"]
+                   for o in c.get("outputs", [])]
+    assert "not captured" not in page_markdown() + json.dumps(outputs)
