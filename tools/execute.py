@@ -4,7 +4,7 @@ fresh run's.
     python tools/execute.py [LESSON ...] [--timeout S]
 
 LESSON: a notebook's path, or a lesson's name (``05_streams``, ``05``);
-default: every lesson, ``book/0*.ipynb``.
+default: every lesson, ``book/0*.ipynb``, and the misuse catalogue.
 
 A lesson's stored outputs are what nbval compares (the cells marked
 ``# NBVAL_CHECK_OUTPUT``) and what a reader sees in the notebook before
@@ -89,8 +89,8 @@ def lessons_parser(doc):
 
 def lessons(args):
     """The notebooks ``args.lessons`` name (default: every lesson)."""
-    return [lesson_path(p) for p in args.lessons] or sorted(
-        BOOK.glob("0*.ipynb"))
+    return [lesson_path(p) for p in args.lessons] or [
+        *sorted(BOOK.glob("0*.ipynb")), BOOK / "misuse.ipynb"]
 
 
 def main(argv=None):

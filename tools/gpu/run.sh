@@ -77,7 +77,7 @@ if want lessons; then
   out_abs=$(cd "$OUT" && pwd)
   (cd book && python3 -m src.reference run-info > "$out_abs/run.json") \
     || echo "run-info failed: $OUT/run.json not written"
-  for nb in book/0*.ipynb; do
+  for nb in book/0*.ipynb book/misuse.ipynb; do
     t=$(date +%s)
     in_time "  $nb" 300 || continue
     (cd book && capped "$cap" python3 - "$(basename "$nb")" "$out_abs" <<'PY'
