@@ -1,0 +1,31 @@
+"""Words a lesson's sentence says about a measured value, chosen here, one
+function per kind of choice, so that the lesson's cells keep only the
+experiment in view (tests/test_words.py checks each on both backends)."""
+
+
+def faster_or_slower(seconds, than_seconds):
+    """"faster" when ``seconds`` took less time than ``than_seconds``."""
+    return "faster" if seconds < than_seconds else "slower"
+
+
+def less_or_more(value, than_value):
+    """"less" when ``value`` is below ``than_value``, else "more"."""
+    return "less" if value < than_value else "more"
+
+
+def time_than(ms, than_ms, digits=3):
+    """How ``ms`` compares with ``than_ms`` as a sentence says it: "as much
+    time as" when the two agree to the ``digits`` a table shows, else "less
+    time than" or "more time than"."""
+    if f"{ms:.{digits}g}" == f"{than_ms:.{digits}g}":
+        return "as much time as"
+    return "less time than" if ms < than_ms else "more time than"
+
+
+def on_backend(gpu, cpu, backend=None):
+    """The note that is true of the backend that ran the lesson: ``gpu`` on
+    a GPU, ``cpu`` on the CPU device model (``backend``: this run's
+    ``src.BACKEND``, read at the call, as tools/gpu/rehearse.py sets it)."""
+    if backend is None:
+        from . import BACKEND as backend
+    return gpu if backend == "gpu" else cpu

@@ -1,0 +1,50 @@
+"""The words a lesson's sentences say, chosen by `src.words`: each choice on
+the CPU device model's kind of values and on a GPU's, and each backend's
+note (tools/gpu/rehearse.py runs the lessons' GPU branches on the model)."""
+import pytest
+
+import src
+from src import words
+
+
+@pytest.mark.parametrize("seconds, than, said", [
+    (1.13e-3, 1.92e-3, "faster"),       # the model's two orders (06)
+    (2.0e-3, 1.5e-3, "slower"),
+    (1.0e-3, 1.0e-3, "slower"),         # no faster is not faster
+])
+def test_faster_or_slower_reads_the_shorter_time_as_faster(seconds, than,
+                                                           said):
+    assert words.faster_or_slower(seconds, than) == said
+
+
+@pytest.mark.parametrize("value, than, said", [
+    (3.88, 3.89, "less"), (3.89, 3.88, "more"), (1.0, 1.0, "more")])
+def test_less_or_more(value, than, said):
+    assert words.less_or_more(value, than) == said
+
+
+@pytest.mark.parametrize("ms, than, said", [
+    (0.104, 0.11, "less time than"),        # the model's run (02)
+    (0.1101, 0.1104, "as much time as"),    # equal to the 3 digits shown
+    (1.52, 1.21, "more time than"),         # a GPU's kind of values
+])
+def test_time_than_agrees_with_the_digits_the_table_shows(ms, than, said):
+    assert words.time_than(ms, than) == said
+
+
+def test_time_than_compares_at_the_digits_asked():
+    assert words.time_than(0.1101, 0.1104, digits=4) == "less time than"
+
+
+@pytest.mark.parametrize("backend", ["gpu", "cpu"])
+def test_on_backend_says_what_is_true_of_the_backend_that_ran(backend):
+    note = words.on_backend(gpu="measured on a GPU", cpu="modelled",
+                            backend=backend)
+    assert note == ("measured on a GPU" if backend == "gpu" else "modelled")
+
+
+def test_on_backend_defaults_to_this_run(monkeypatch):
+    monkeypatch.setattr(src, "BACKEND", "gpu")     # as rehearse.py does
+    assert words.on_backend(gpu="g", cpu="c") == "g"
+    monkeypatch.setattr(src, "BACKEND", "cpu")
+    assert words.on_backend(gpu="g", cpu="c") == "c"
