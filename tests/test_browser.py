@@ -71,11 +71,16 @@ PAGES = toc_pages()
 
 
 def numbered_pages(toc=ROOT / "_toc.yml"):
-    """The documents in the numbered parts of ``_toc.yml``."""
+    """The documents in the numbered parts of ``_toc.yml``, a chapter's
+    sections (chapter 5's) with it."""
     data = yaml.safe_load(toc.read_text(encoding="utf-8"))
-    return {str(PurePosixPath(c["file"]).with_suffix(""))
-            for part in data.get("parts") or [] if part.get("numbered")
-            for c in part.get("chapters") or []}
+
+    def walk(entries):
+        for entry in entries or ():
+            yield str(PurePosixPath(entry["file"]).with_suffix(""))
+            yield from walk(entry.get("sections"))
+    return {page for part in data.get("parts") or [] if part.get("numbered")
+            for page in walk(part.get("chapters"))}
 
 
 NUMBERED = numbered_pages()

@@ -1089,8 +1089,10 @@ def test_gpu_rehearsal_takes_a_lessons_name_or_its_path(tmp_path):
     with pytest.raises(SystemExit, match="names 0 lessons; the lessons: "
                        "01_devices"):
         rehearse.lesson_path("streams")
-    with pytest.raises(SystemExit, match="names 7 lessons"):
+    with pytest.raises(SystemExit, match="names 9 lessons"):
         rehearse.lesson_path("0")
+    with pytest.raises(SystemExit, match="'05' names 3 lessons"):
+        rehearse.lesson_path("05")          # chapter 5's three sections
     with pytest.raises(SystemExit, match="no such notebook"):
         rehearse.lesson_path(str(tmp_path / "missing.ipynb"))
 
