@@ -126,9 +126,9 @@ def _in(lesson):
     return lambda key: f"{lesson}/{key}"
 
 
-D01, M02, L03, A04, S05, P06, Y07 = map(_in, (
-    "01_devices", "02_memory", "03_fori_loop", "04_async", "05_streams",
-    "06_pinned_memory", "07_payoff"))
+D01, M02, L03, A04, Q051, O052, C053, P06, Y07 = map(_in, (
+    "01_devices", "02_memory", "03_fori_loop", "04_async", "05_1_queues",
+    "05_2_overlap", "05_3_pipeline", "06_pinned_memory", "07_payoff"))
 STALE_CELL = ("stale: the cell that measures {} changed since the H100 "
               "ran it")
 NO_07 = "not captured: the H100 has not run 07 yet"
@@ -193,26 +193,26 @@ EFFECTS = [
           "over =0", A04("launch_blocking_ms"), A04("launch_async_ms"),
           7.5472, fidelity="launch_blocking_over_async"),
     ratio("blocking_over_non_blocking_wait", "host wait on the default "
-          "stream: blocking over non-blocking", S05("blocking_ms"),
-          S05("non_blocking_ms"), awaiting=STALE_CELL.format("the waits"),
+          "stream: blocking over non-blocking", Q051("blocking_ms"),
+          Q051("non_blocking_ms"), awaiting=STALE_CELL.format("the waits"),
           fidelity="blocking_over_non_blocking_stream"),
     ratio("demo_v1_speedup", "NVIDIA's overlap demo: sequential over V1",
-          S05("demo_sequential_ms"), S05("demo_v1_ms"), 5.69 / 4.64,
+          O052("demo_sequential_ms"), O052("demo_v1_ms"), 5.69 / 4.64,
           source=_published(DEMO.format("V1 4.64 ms")),
           fidelity="demo_v1_speedup"),
     ratio("demo_v2_speedup", "NVIDIA's overlap demo: sequential over V2",
-          S05("demo_sequential_ms"), S05("demo_v2_ms"), 5.69 / 4.18,
+          O052("demo_sequential_ms"), O052("demo_v2_ms"), 5.69 / 4.18,
           source=_published(DEMO.format("V2 4.18 ms")),
           fidelity="demo_v2_speedup"),
     ratio("demo_big_v2_speedup", "the demo at 64 times NVIDIA's size: "
-          "sequential over V2", S05("demo_big_sequential_ms"),
-          S05("demo_big_v2_ms"),
+          "sequential over V2", O052("demo_big_sequential_ms"),
+          O052("demo_big_v2_ms"),
           awaiting="not captured: the H100 has not run the demo at 64 "
           "times NVIDIA's size, and the CPU device model cannot hold that "
           "size (2 x 1 GiB in a 1 GiB device), so the lesson shows the "
           "GPU's run only"),
     ratio("energy_two_streams", "chunked energy: one stream over two",
-          S05("speedup_2"), awaiting="stale: measured with the one-block "
+          C053("speedup_2"), awaiting="stale: measured with the one-block "
           "ReductionKernel since replaced by a two-stage reduction (marked "
           "stale)", fidelity="energy_two_streams"),
     ratio("pinned_over_pageable_bw", "H2D bandwidth, pinned over pageable "

@@ -187,7 +187,7 @@ PERFORMANCE = {
     "A first launch inside a timing": "01_devices",
     "A pageable buffer with `blocking=False`": "06_pinned_memory",
     "Pinned allocation inside a loop": "06_pinned_memory",
-    "A missing `wait_event`": "05_streams",
+    "A missing `wait_event`": "05_1_queues",
     "`.get()` on the stream that computes": "04_async",
 }
 

@@ -139,8 +139,8 @@ def test_score_counts_equivalents_only_with_a_reason():
 
 
 def test_a_lesson_is_one_test_and_module_names():
-    assert mutate._test_of("book/05_streams.ipynb::Cell 3") == \
-        "book/05_streams.ipynb"
+    assert mutate._test_of("book/05_1_queues.ipynb::Cell 3") == \
+        "book/05_1_queues.ipynb"
     nodeid = "tests/t.py::test_x[a::b]"
     assert mutate._test_of(nodeid) == nodeid
     assert mutate._module_names("book/src/cpudevice/cuda/stream.py") == (

@@ -332,6 +332,51 @@ def test_mark_stale_marks_values_and_figures_whose_code_changed(
     assert R.lesson_status("99_synthetic", "gpu-x")["ms"] == R.CURRENT
 
 
+def _counts(device):
+    return [sum(len(states[s]) for states in R.report(device).values())
+            for s in R.STATES]
+
+
+def test_move_gives_a_split_lessons_reference_to_its_sections(
+        monkeypatch, tmp_path, capsys):
+    """A lesson split into sections keeps its reference: ``move`` gives
+    each value to the section that glues it now, each figure (and its PNG
+    file) to the one that draws it, each exclusion to the section of its
+    key, and ``status`` counts the same before and after; a section that
+    is not in the book is refused."""
+    assert R.main(synthetic_book(monkeypatch, tmp_path)) == 0
+    root, book = tmp_path / "reference", tmp_path / "book"
+    (root / "exclusions.json").write_text(json.dumps(
+        {"99_synthetic": {"word": "chosen by the lesson"}}))
+    before = _counts("gpu-x")
+    nb = synthetic_lesson()
+    title, first, measure, figure, failing = nb.cells
+    first_nb, second_nb = synthetic_lesson(), synthetic_lesson()
+    first_nb.cells = [title, first, measure]
+    second_nb.cells = [title, first, figure, failing]
+    (book / "99_synthetic.ipynb").unlink()
+    write_nb(first_nb, book / "98_first.ipynb")
+    write_nb(second_nb, book / "99_second.ipynb")
+    assert R.main(["move", "99_synthetic", "98_first", "99_nothing"]) == 2
+    assert "unknown: 99_nothing" in capsys.readouterr().err
+    assert R.main(["move", "99_synthetic", "98_first", "99_second"]) == 0
+    assert "wrote" in capsys.readouterr().out
+    assert _counts("gpu-x") == before
+    lessons = read(root / "gpu-x.json")["lessons"]
+    assert set(lessons) == {"98_first", "99_second"}
+    assert set(lessons["98_first"]["values"]) == {"ms", "size", "word"}
+    assert set(lessons["99_second"]["data"]) == {"sweep"}
+    assert lessons["98_first"]["commit"] == "abc1234"
+    [moved] = lessons["99_second"]["figures"]
+    assert moved["file"] == "gpu-x/99_second-cell02.png"
+    assert (root / moved["file"]).read_bytes() == PNG
+    assert not list(root.glob("gpu-x/99_synthetic-*"))
+    assert R.lesson_status("98_first", "gpu-x") == {
+        "ms": R.CURRENT, "size": R.CURRENT, "word": R.EXCLUDED}
+    assert R.load_exclusions(root) == {
+        "98_first": {"word": "chosen by the lesson"}}
+
+
 def test_mark_stale_without_a_reason_is_a_usage_error(capsys):
     """``--why`` is a required option of ``mark-stale``: its absence is
     argparse's usage error, before any reference is read."""
@@ -1037,9 +1082,9 @@ def test_table_labels_read_the_lessons_tables():
 
 def test_gpu_rehearsal_takes_a_lessons_name_or_its_path(tmp_path):
     rehearse = scripts.load("tools/gpu/rehearse.py")
-    streams = BOOK / "05_streams.ipynb"
-    assert rehearse.lesson_path("05_streams") == streams
-    assert rehearse.lesson_path("05") == streams
+    streams = BOOK / "05_1_queues.ipynb"
+    assert rehearse.lesson_path("05_1_queues") == streams
+    assert rehearse.lesson_path("05_1") == streams
     assert rehearse.lesson_path(str(streams)) == streams.resolve()
     with pytest.raises(SystemExit, match="names 0 lessons; the lessons: "
                        "01_devices"):
@@ -1047,6 +1092,8 @@ def test_gpu_rehearsal_takes_a_lessons_name_or_its_path(tmp_path):
     every = len(list(BOOK.glob("0*.ipynb")))
     with pytest.raises(SystemExit, match=f"names {every} lessons"):
         rehearse.lesson_path("0")
+    with pytest.raises(SystemExit, match="'05' names 3 lessons"):
+        rehearse.lesson_path("05")          # chapter 5's three sections
     with pytest.raises(SystemExit, match="no such notebook"):
         rehearse.lesson_path(str(tmp_path / "missing.ipynb"))
 

@@ -3,7 +3,7 @@ fresh run's.
 
     python tools/execute.py [LESSON ...] [--timeout S]
 
-LESSON: a notebook's path, or a lesson's name (``05_streams``, ``05``);
+LESSON: a notebook's path, or a lesson's name (``05_1_queues``, ``05_1``);
 default: every lesson, ``book/0*.ipynb``, and the misuse catalogue.
 
 A lesson's stored outputs are what nbval compares (the cells marked
@@ -11,7 +11,7 @@ A lesson's stored outputs are what nbval compares (the cells marked
 running it; the book build executes the lessons again and does not write
 back. So execute a lesson here after changing it, or after changing code
 in ``book/src`` that it shows, then run its tests
-(``python -m pytest book/05_streams.ipynb``) and read the diff.
+(``python -m pytest book/05_1_queues.ipynb``) and read the diff.
 
 Each lesson runs top to bottom in a fresh kernel started in ``book/``, as
 nbval's does, on the CPU device model unless ``BOOK_BACKEND`` says
@@ -34,7 +34,7 @@ BOOK = ROOT / "book"
 
 def lesson_path(name):
     """The notebook a LESSON argument names: a path to it, or a lesson's
-    name or number in ``book/`` (``05_streams``, ``05``)."""
+    name or number in ``book/`` (``05_1_queues``, ``05_1``)."""
     path = Path(name)
     if path.suffix == ".ipynb":
         if not path.is_file():

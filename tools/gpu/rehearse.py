@@ -2,7 +2,7 @@
 
     python tools/gpu/rehearse.py [LESSON ...] [--out DIR]
 
-LESSON: a notebook's path, or a lesson's name (``05_streams``, ``05``).
+LESSON: a notebook's path, or a lesson's name (``05_1_queues``, ``05_1``).
 
 Executes copies of the lessons (default: all of them) on the CPU device
 model with ``src.BACKEND`` set to ``"gpu"`` and ``src.pick`` giving the

@@ -64,6 +64,11 @@ From ``book/``, ``python -m src.reference`` writes and checks references:
   (by name) of a reference stale, with the reason: code in ``book/src``
   that their cell calls has changed what they measure, which the cell's
   own fingerprint cannot see (a new capture drops the marks);
+* ``move LESSON NEW... [--rest NEW]``: when a lesson is split into
+  sections (or renamed), give its part of every reference (values, figure
+  data, figures and their PNG files) and its exclusions to the new
+  lessons, each key to the one that glues it now, so that no captured
+  value is lost (``status`` reports the same counts before and after);
 * ``default [SLUG]``: make ``SLUG`` the book's reference device (without
   it: print the default);
 * ``run-info``: this machine's device and software, today's date and
@@ -93,8 +98,8 @@ from .machine import (
     run_info, today)
 from .writer import (
     banner_info, build, capture, execute, execute_notebook, figures,
-    from_notebooks, import_notebooks, lesson_reference, save,
-    unexpected_errors, write)
+    from_notebooks, import_notebooks, lesson_reference, move_lesson,
+    save, unexpected_errors, write)
 from .cli import main, print_status
 
 __all__ = [
@@ -118,7 +123,7 @@ __all__ = [
     # writing a reference (src.reference.writer)
     "unexpected_errors", "banner_info", "figures", "lesson_reference",
     "build", "from_notebooks", "write", "save", "import_notebooks",
-    "execute_notebook", "execute", "capture",
+    "execute_notebook", "execute", "capture", "move_lesson",
     # the command line (src.reference.cli)
     "print_status", "main",
 ]

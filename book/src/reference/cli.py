@@ -1,5 +1,6 @@
 """The command line, ``python -m src.reference`` from ``book/``: capture,
-import, status, mark-stale, default and run-info (see `src.reference`)."""
+import, status, mark-stale, move, default and run-info (see
+`src.reference`)."""
 import argparse
 import json
 import sys
@@ -10,7 +11,8 @@ from .store import (
     NOT_CAPTURED, STALE, STATES, _entries, _read_lesson, _text,
     current_fingerprints, default_device, figure_stale, fingerprint, load,
     report, set_default_device)
-from .writer import _shown_path, capture, import_notebooks, mark_stale
+from .writer import (
+    _shown_path, capture, import_notebooks, mark_stale, move_lesson)
 
 
 def print_status(device=None, out=None, book=None, root=None):
@@ -68,7 +70,7 @@ def main(argv=None):
     cap.add_argument("--device", help="slug of the reference file "
                      "(default: from the device's name, e.g. nvidia-h200)")
     cap.add_argument("--lessons", nargs="+", metavar="LESSON",
-                     help="only these lessons (e.g. 05_streams); the "
+                     help="only these lessons (e.g. 05_1_queues); the "
                      "others keep their part of the reference")
     cap.add_argument("--allow-model", action="store_true",
                      help="capture on the CPU device model (for trying the "
@@ -116,6 +118,17 @@ def main(argv=None):
                       "harmonic_energy, replaced since'")
     mark.add_argument("--device", help="slug of the reference (default: "
                       "the book's)")
+    mv = sub.add_parser("move", help="give a lesson's part of every "
+                        "reference, its figures and its exclusions to the "
+                        "lessons it was split into (or renamed to): each "
+                        "key to the lesson that glues it now")
+    mv.add_argument("lesson", metavar="LESSON", help="e.g. 05_streams, "
+                    "as the references name it")
+    mv.add_argument("into", metavar="NEW", nargs="+",
+                    help="the lessons of the book that replace it, e.g. "
+                    "05_1_queues 05_2_overlap 05_3_pipeline")
+    mv.add_argument("--rest", metavar="NEW", help="the lesson that gets "
+                    "what no NEW glues or draws now (default: the first)")
     dft = sub.add_parser("default", help="make SLUG (book/reference/"
                          "SLUG.json) the reference the lessons show; "
                          "execute them again after")
@@ -144,6 +157,16 @@ def main(argv=None):
             print(f"marked stale in {_shown_path(path)}: "
                   f"{', '.join(args.names)}; execute {args.lesson} again "
                   "to show it")
+            return 0
+        elif args.command == "move":
+            try:
+                written = move_lesson(args.lesson, args.into, args.rest)
+            except ValueError as e:
+                print(f"refused: {e}", file=sys.stderr)
+                return 2
+            for path in written:
+                print(f"wrote {_shown_path(path)}")
+            print_status()
             return 0
         elif args.command == "default":
             if args.slug is None:

@@ -307,3 +307,122 @@ def capture(lessons=None, device=None, allow_model=False, allow_errors=False,
                 f"captured by `python -m src.reference capture` on {slug}",
                 root)
 
+
+
+def _lesson_cells(lesson, book=None):
+    """``{fingerprint: index}`` and ``{figure name: index}`` of the code
+    cells of ``lesson`` as it is on disk now."""
+    nb = store._read_lesson(lesson, book) or {"cells": []}
+    prints, names = {}, {}
+    for i, cell in enumerate(nb["cells"]):
+        if cell["cell_type"] != "code":
+            continue
+        prints.setdefault(fingerprint(_text(cell["source"])), i)
+        name = cell.get("metadata", {}).get("mystnb", {}).get(
+            "figure", {}).get("name")
+        if name:
+            names.setdefault(name, i)
+    return prints, names
+
+
+def _figure_file(figure, lesson, index, taken):
+    """The new file name of ``figure`` moved into ``lesson`` whose cell is
+    ``index`` there (None: keep the old cell number), unused in
+    ``taken``."""
+    slug, old = figure["file"].split("/", 1)
+    match = re.match(r".*-cell(\d+)(-\d+)?\.png$", old)
+    number = f"{index:02d}" if index is not None else match.group(1)
+    base = f"{lesson}-cell{number}{match.group(2) or ''}"
+    file, n = f"{slug}/{base}.png", 1
+    while file in taken:
+        file, n = f"{slug}/{base}-moved{n}.png", n + 1
+    taken.add(file)
+    return file
+
+
+def move_lesson(lesson, into, rest=None, root=None, book=None):
+    """The ``move`` command: give every part of ``lesson`` in the book's
+    references (each ``<device>.json`` under ``root``, `REFERENCE_DIR`,
+    with its figures' PNG files) and in its exclusions to the lessons
+    ``into``, when a lesson is split into sections (or renamed: one
+    lesson in ``into``). A glued value, figure data or exclusion goes to
+    the lesson of ``into`` that glues its key now; a figure to the one
+    whose code cell has its fingerprint, else its name; what none holds
+    (no longer glued, or drawn by a cell since removed) goes to ``rest``
+    (default: the first of ``into``). Each gets the capture's date and
+    commit. Refused (ValueError) when a lesson of ``into`` is not in the
+    book, already has a part of a reference, or is ``lesson`` itself.
+    Returns the files written."""
+    into = list(into)
+    rest = rest or into[0]
+    root = Path(root or store.REFERENCE_DIR)
+    names = lesson_names(book)
+    unknown = [t for t in into if t not in names]
+    if not into or unknown or lesson in into or rest not in into:
+        raise ValueError(
+            f"move {lesson} into lessons of the book other than itself "
+            f"(unknown: {', '.join(unknown) or '-'}; rest: {rest})")
+    glued = {t: set(store.current_fingerprints(t, book)) for t in into}
+    cells = {t: _lesson_cells(t, book) for t in into}
+
+    def owner(key):
+        return next((t for t in into if key in glued[t]), rest)
+
+    def figure_owner(figure):
+        for t in into:
+            if figure.get("cell") in cells[t][0]:
+                return t, cells[t][0][figure["cell"]]
+        for t in into:
+            if figure.get("name") in cells[t][1]:
+                return t, cells[t][1][figure["name"]]
+        return rest, None
+
+    written = []
+    for path in sorted(root.glob("*.json")):
+        if path.name == store.EXCLUSIONS.name:
+            continue
+        reference = json.loads(path.read_text())
+        lessons = reference.get("lessons", {})
+        part = lessons.get(lesson)
+        if part is None:
+            continue
+        taken = [t for t in into if t in lessons]
+        if taken:
+            raise ValueError(f"{path.name} already has {', '.join(taken)}")
+        meta = {k: v for k, v in part.items()
+                if k not in ("values", "data", "figures")}
+        parts = {t: dict(meta) for t in into}
+        for kind in ("values", "data"):
+            for key, entry in part.get(kind, {}).items():
+                parts[owner(key)].setdefault(kind, {})[key] = entry
+        files = set()
+        for figure in part.get("figures", []):
+            target, index = figure_owner(figure)
+            moved = dict(figure, file=_figure_file(figure, target, index,
+                                                   files))
+            if (root / figure["file"]).is_file():
+                (root / figure["file"]).rename(root / (moved["file"]
+                                                       + ".moving"))
+            parts[target].setdefault("figures", []).append(moved)
+        for moving in sorted(root.glob("*/*.png.moving")):
+            moving.rename(moving.with_suffix(""))
+        del lessons[lesson]
+        for t in into:
+            if len(parts[t]) > len(meta):       # something moved there
+                parts[t].setdefault("values", {})
+                parts[t].setdefault("figures", [])
+                lessons[t] = parts[t]
+        written.append(write(reference, path.stem, root))
+    exclusions_path = root / store.EXCLUSIONS.name
+    exclusions = store.load_exclusions(root)
+    if lesson in exclusions:
+        moved = {}                          # in place of the lesson's
+        for name, keys in exclusions.items():
+            if name != lesson:
+                moved.setdefault(name, {}).update(keys)
+                continue
+            for key, why in keys.items():
+                moved.setdefault(owner(key), {})[key] = why
+        exclusions_path.write_text(json.dumps(moved, indent=1) + "\n")
+        written.append(exclusions_path)
+    return written

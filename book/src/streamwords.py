@@ -1,0 +1,155 @@
+"""The words chapter 5's sentences choose from what a run measured.
+
+Each function picks the clause a sentence of a chapter-5 section pastes
+(through ``glue``) for the numbers of this run, on whichever backend ran
+it; the cells that call them are hidden from the page, so the choice is
+kept, and tested, here (``tests/test_streamwords.py``).
+"""
+
+
+def compared(first, later, factor=1.5):
+    """How ``first`` compares with ``later``: ``"longer than"``,
+    ``"shorter than"`` or ``"about as long as"`` (within ``factor``)."""
+    if first > factor * later:
+        return "longer than"
+    if later > factor * first:
+        return "shorter than"
+    return "about as long as"
+
+
+def kernels_words(together, first, later):
+    """What two kernels on two streams did, given how long they ran
+    together (ms) and the two ops (``.start``, ``.ready``, ``.end``)."""
+    if together > 0.05 * (later.end - later.start):
+        return ("the two kernels ran side by side for part of the time, on "
+                "the multiprocessors that the other left free, as a GPU "
+                "with concurrent kernels (concurrentKernels) can")
+    if later.ready < first.end:
+        return ("the two kernels took turns: the later one waited, although "
+                "its stream had reached it, until the first was done or "
+                "nearly done, as kernels do on a device that runs one "
+                "kernel at a time, or when each fills the device")
+    return ("the host issued the later kernel only once the first had "
+            "ended, so this run cannot show whether the two would have "
+            "overlapped")
+
+
+def copy_words(beside):
+    """Why a copy ran beside a kernel for ``beside`` ms (or did not)."""
+    if beside > 0:
+        return ("a copy and a kernel use different engines, and nothing "
+                "orders two streams")
+    return ("none here: the kernels were done before the copy started, "
+            "although a copy and a kernel use different engines and "
+            "nothing orders two streams")
+
+
+def waited_for(waited_ms, blocking_ms):
+    """Whether a host that waited ``waited_ms`` waited for a blocking
+    stream's kernel, which made it wait ``blocking_ms``."""
+    return "did not wait for" if waited_ms < blocking_ms / 2 else "waited for"
+
+
+def racy_first(total, right):
+    """What the first run without the wait gave."""
+    if total != right:
+        return f"the first gave {total:.0f}, where the right sum is {right}"
+    return f"the first gave the right sum, {right}"
+
+
+def race_words(raced, runs):
+    """What ``raced`` wrong sums out of ``runs`` runs say about the race."""
+    if raced == runs:
+        return ("Every time, B summed x before A had copied it in, and read "
+                "its stale contents")
+    if raced:
+        return ("In those, B summed x before A had copied it in, and read "
+                "its stale contents; in the others A's copy happened to "
+                "finish first")
+    return ("Here A's copy happened to finish before B read x, every time; "
+            "nothing made it so, and on another machine, or under another "
+            "load, B can read first")
+
+
+def proportion_words(copies_ms, kernel_ms):
+    """Which part of the sequential demo was the long one."""
+    if copies_ms > kernel_ms:
+        return ("the copies were the long part, as on a GPU, where they "
+                "cross the PCIe link and this small kernel is soon done")
+    return ("the kernel was the long part, unlike on the GPUs of the "
+            "published figures, where the copies cross the PCIe link")
+
+
+def pace_words(share, gap_ms):
+    """Who set the pace of V2: ``share`` is the host's time to issue V2's
+    work over V2's time, ``gap_ms`` how long stream 0's kernel waited for
+    the host after its copy in. The same on either backend: on the model
+    the host's clock reads the modelled timeline, as a GPU's does."""
+    most = ("about as long as V2's whole run, or longer" if share > 0.9
+            else "a large part of V2's time")
+    if share <= 0.3:
+        return ("issuing the work took the host a small part of V2's time: "
+                "at this size the device's work sets the pace")
+    if gap_ms > 0.01:
+        return ("the host spent " + most + ("," if share > 0.9 else "")
+                + " just issuing the work, and the "
+                "device waited for it: at this size the host, not the "
+                "device, sets the pace")
+    return ("the device did not wait for the host here, but the host "
+            "had a head start: Timeline's first kernel holds the "
+            "streams for half a millisecond, and the host issued ahead "
+            "meanwhile. Issuing took " + most + ", so without that start "
+            "the host, not the device, would set the pace at this size")
+
+
+def streams_words(best_streams, beyond, beyond_bound, speedup_2, bound):
+    """What more streams than two did for the chunked energy: the best
+    count, the best speedup past two (and its bound), two streams'
+    speedup and its bound for one reduction at a time."""
+    more = beyond / speedup_2
+    if best_streams == 1:
+        return ("overlap did not pay on this run: every count of streams "
+                "was slower than one stream")
+    if beyond > 1.05 * beyond_bound:
+        return ("more streams kept adding, past the bound: the device did "
+                "not work as the bound assumes, copies in one direction "
+                "that share one link, and reductions that fit side by side "
+                "no more often than pipeline.kernels_at_once says")
+    if more < 1.1 and speedup_2 < 0.8 * bound:
+        return ("more streams than two added little, and two streams "
+                "stayed well below the bound: what held them back is "
+                "something the bound leaves out, such as the host's time "
+                "to issue each chunk's copy, reduction and events, which "
+                "Python pays whatever the streams")
+    if more < 1.1:
+        return ("more streams than two added little: two streams already "
+                "give the copies and the reductions work while the other "
+                "is busy")
+    return (f"more streams than two added more ({more:.2f} times two "
+            "streams' speedup), within the bound: two streams had not "
+            "yet kept both engines busy")
+
+
+def engines_words(r_copy, r_compute):
+    """The engines' busy times on two streams, ``r_copy`` and
+    ``r_compute`` times their one-stream times, in words."""
+    if min(r_copy, r_compute) < 0.85:
+        return (f"{r_copy:.2f} and {r_compute:.2f} times their one-stream "
+                "times. An engine that runs one operation at a time cannot "
+                "do the same work in less time, so here operations on the "
+                "same engine overlapped, such as kernels running side by "
+                "side, and the timeline, which starts each one when the one "
+                "before it on its engine ended, counted only part of their "
+                "time")
+    if max(r_copy, r_compute) > 1.15:
+        return (f"{r_copy:.2f} and {r_compute:.2f} times their one-stream "
+                "times: operations that overlapped also slowed each other "
+                "down")
+    return "about what they were on one stream"
+
+
+def above_bound(speedup_2, bound):
+    """How two streams' speedup reads beside its bound."""
+    if round(speedup_2, 2) > round(bound, 2):
+        return "above its bound for one reduction at a time,"
+    return "against a bound of"

@@ -1,0 +1,76 @@
+"""The words chapter 5's sections choose (src.streamwords): each choice
+for each case it tells apart, on either backend."""
+from types import SimpleNamespace as Op
+
+from src import streamwords as w
+
+
+def test_compared_within_a_factor_is_about_as_long():
+    assert w.compared(3.0, 1.0) == "longer than"
+    assert w.compared(1.0, 3.0) == "shorter than"
+    assert w.compared(1.2, 1.0) == "about as long as"
+
+
+def test_two_kernels_side_by_side_took_turns_or_never_met():
+    first = Op(start=0.0, ready=0.0, end=2.0)
+    later = Op(start=1.0, ready=0.5, end=3.0)
+    assert "side by side" in w.kernels_words(1.0, first, later)
+    later = Op(start=2.0, ready=0.5, end=4.0)
+    assert "took turns" in w.kernels_words(0.0, first, later)
+    later = Op(start=2.5, ready=2.5, end=4.0)
+    assert "only once the first had" in w.kernels_words(0.0, first, later)
+
+
+def test_a_copy_beside_a_kernel_or_none():
+    assert w.copy_words(0.5).startswith("a copy and a kernel")
+    assert w.copy_words(0.0).startswith("none here")
+
+
+def test_waited_for_a_blocking_stream_or_not():
+    assert w.waited_for(0.1, 5.0) == "did not wait for"
+    assert w.waited_for(4.0, 5.0) == "waited for"
+
+
+def test_the_race_in_words():
+    assert w.racy_first(0.0, 1024) == ("the first gave 0, where the right "
+                                       "sum is 1024")
+    assert w.racy_first(1024.0, 1024) == "the first gave the right sum, 1024"
+    assert w.race_words(5, 5).startswith("Every time")
+    assert w.race_words(2, 5).startswith("In those")
+    assert w.race_words(0, 5).startswith("Here A's copy happened")
+
+
+def test_the_long_part_of_the_sequential_demo():
+    assert "copies were the long part" in w.proportion_words(3.0, 1.0)
+    assert "kernel was the long part" in w.proportion_words(1.0, 3.0)
+
+
+def test_who_sets_the_pace_on_either_backend():
+    assert "device's work sets the pace" in w.pace_words(0.2, 0.0)
+    waited = w.pace_words(0.5, 0.1)
+    assert "device waited for it" in waited
+    assert "a large part of V2's time just issuing" in waited
+    assert "about as long as V2's whole run, or longer, just" in (
+        w.pace_words(1.0, 0.1))
+    ahead = w.pace_words(0.95, 0.0)
+    assert "head start" in ahead and "whole run, or longer" in ahead
+    assert "a large part of V2's time" in w.pace_words(0.5, 0.0)
+
+
+def test_more_streams_in_words():
+    assert "did not pay" in w.streams_words(1, 0.9, 1.5, 0.9, 1.5)
+    assert "past the bound" in w.streams_words(8, 2.0, 1.5, 1.4, 1.5)
+    assert "well below the bound" in w.streams_words(2, 1.1, 1.9, 1.05, 1.9)
+    assert "added little:" in w.streams_words(2, 1.5, 1.9, 1.45, 1.5)
+    assert "added more (1.20 times" in w.streams_words(8, 1.8, 1.9, 1.5, 1.9)
+
+
+def test_the_engines_busy_times_in_words():
+    assert "overlapped, such as kernels" in w.engines_words(0.5, 1.0)
+    assert "slowed each other" in w.engines_words(1.0, 1.3)
+    assert w.engines_words(1.0, 1.05) == "about what they were on one stream"
+
+
+def test_two_streams_beside_their_bound():
+    assert w.above_bound(1.6, 1.5).startswith("above its bound")
+    assert w.above_bound(1.5, 1.501) == "against a bound of"
