@@ -126,9 +126,10 @@ def _in(lesson):
     return lambda key: f"{lesson}/{key}"
 
 
-D01, M02, L03, A04, Q051, O052, C053, P06, Y07 = map(_in, (
-    "01_devices", "02_memory", "03_fori_loop", "04_async", "05_1_queues",
-    "05_2_overlap", "05_3_pipeline", "06_pinned_memory", "07_payoff"))
+R011, T012, M02, L03, A04, Q051, O052, C053, P06, Y07 = map(_in, (
+    "01_1_runtime", "01_2_transfers", "02_memory", "03_fori_loop",
+    "04_async", "05_1_queues", "05_2_overlap", "05_3_pipeline",
+    "06_pinned_memory", "07_payoff"))
 STALE_CELL = ("stale: the cell that measures {} changed since the H100 "
               "ran it")
 NO_07 = "not captured: the H100 has not run 07 yet"
@@ -147,10 +148,10 @@ QUEUE_04 = (
 
 EFFECTS = [
     ratio("first_over_later", "first operation of a process over a later "
-          "one", D01("first_ms"), D01("later_ms"), 2928.6,
+          "one", R011("first_ms"), R011("later_ms"), 2928.6,
           fidelity="first_over_later"),
     ratio("round_trip_over_device_copy", "host round trip over a copy on "
-          "the device (largest size)", D01("trip_vs_device"), gpu=630.9,
+          "the device (largest size)", T012("trip_vs_device"), gpu=630.9,
           fidelity="round_trip_over_device_copy"),
     LessonEffect(
         "temporaries_over_fused", "extra memory of the one-liner energy "

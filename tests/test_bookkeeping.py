@@ -80,7 +80,7 @@ def test_the_same_notebook_passes_with_its_glue_out_of_sight(tag):
 @pytest.mark.parametrize("source, counted", [
     ('glue("a", 1)\n', 1),
     ('ref.compare()\n', 1),
-    ('ref = Lesson("01_devices")\n', 1),
+    ('ref = Lesson("01_1_runtime")\n', 1),
     ('if fast:\n    note = "faster"\nelse:\n    note = "slower"\n'
      'glue("note", note)\n', 5),
     ('note = f"{n:,} values"\nglue("note", note)\n', 2),

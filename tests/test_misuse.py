@@ -184,7 +184,7 @@ def test_catalogue_is_listed_in_the_docs():
 #: headings, and the chapter each links (issue 31, item 6).
 PERFORMANCE = {
     "Timing without a wait": "04_async",
-    "A first launch inside a timing": "01_devices",
+    "A first launch inside a timing": "01_1_runtime",
     "A pageable buffer with `blocking=False`": "06_pinned_memory",
     "Pinned allocation inside a loop": "06_pinned_memory",
     "A missing `wait_event`": "05_1_queues",

@@ -1087,7 +1087,7 @@ def test_gpu_rehearsal_takes_a_lessons_name_or_its_path(tmp_path):
     assert rehearse.lesson_path("05_1") == streams
     assert rehearse.lesson_path(str(streams)) == streams.resolve()
     with pytest.raises(SystemExit, match="names 0 lessons; the lessons: "
-                       "01_devices"):
+                       "01_1_runtime"):
         rehearse.lesson_path("streams")
     every = len(list(BOOK.glob("0*.ipynb")))
     with pytest.raises(SystemExit, match=f"names {every} lessons"):

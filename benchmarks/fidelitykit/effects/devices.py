@@ -42,13 +42,13 @@ EFFECTS = [
     Effect("first_over_later",
            "first operation of a process over a later one",
            MIXED, "first_use", "first_s / later_s",
-           ("01_devices/first_ratio",), "first_ratio",
+           ("01_1_runtime/first_ratio",), "first_ratio",
            "the model has no driver context or kernel compilation to pay "
            "for, so its first use can drown in a busy host's noise"),
     Effect("round_trip_over_device_copy",
            "host round trip over a copy on the device (largest size)",
            MIXED, "round_trip", "trip_large_s / trip_large_device_s",
-           ("01_devices/trip_vs_device",), "trip_vs_device",
+           ("01_2_transfers/trip_vs_device",), "trip_vs_device",
            "the round trip is real host time: two staged copies by the "
            "CPU, however fast the modelled link is",
            sizes=("trip_large",)),
@@ -57,7 +57,8 @@ EFFECTS = [
            MIXED, "round_trip",
            "trip_small_s * trip_large_bytes"
            " / (trip_small_bytes * trip_large_s)",
-           ("01_devices/trip_small_us", "01_devices/small_bytes_us"),
+           ("01_2_transfers/trip_small_us",
+            "01_2_transfers/small_bytes_us"),
            "trip_small_us / small_bytes_us",
            "a small round trip is Python and thread hand-offs on the host, "
            "which the model does not scale",

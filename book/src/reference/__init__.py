@@ -7,7 +7,7 @@ where it was captured, and the figures themselves as PNG files in
 ``book/reference/<device>/``. A lesson opens a `Lesson` and glues through
 it::
 
-    ref = Lesson("01_devices")
+    ref = Lesson("01_1_runtime")
     glue = ref.glue
     glue("first_ms", first_ms, display=False)
 
