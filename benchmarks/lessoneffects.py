@@ -126,10 +126,11 @@ def _in(lesson):
     return lambda key: f"{lesson}/{key}"
 
 
-R011, T012, M02, L03, A04, Q051, O052, C053, P06, Y07 = map(_in, (
+R011, T012, M02, L03, A04, Q051, O052, C053, Y07 = map(_in, (
     "01_1_runtime", "01_2_transfers", "02_memory", "03_fori_loop",
     "04_async", "05_1_queues", "05_2_overlap", "05_3_pipeline",
-    "06_pinned_memory", "07_payoff"))
+    "07_payoff"))
+P061, P062 = map(_in, ("06_1_bandwidth", "06_2_async"))
 STALE_CELL = ("stale: the cell that measures {} changed since the H100 "
               "ran it")
 NO_07 = "not captured: the H100 has not run 07 yet"
@@ -217,23 +218,23 @@ EFFECTS = [
           "ReductionKernel since replaced by a two-stage reduction (marked "
           "stale)", fidelity="energy_two_streams"),
     ratio("pinned_over_pageable_bw", "H2D bandwidth, pinned over pageable "
-          "(largest copy)", P06("bw_large_pin"), P06("bw_large_page"),
+          "(largest copy)", P061("bw_large_pin"), P061("bw_large_page"),
           5.978, fidelity="pinned_over_pageable_bw"),
     ratio("large_over_small_bw", "pinned H2D bandwidth, largest copy over "
-          "1 KiB", P06("bw_large_pin"), P06("bw_small"), 617.06,
+          "1 KiB", P061("bw_large_pin"), P061("bw_small"), 617.06,
           fidelity="large_over_small_bw"),
     ratio("alloc_pinned_over_pageable", "allocating 64 MiB: pinned over "
-          "pageable", P06("alloc_pin_ms"), P06("alloc_page_ms"), 3.2654,
+          "pageable", P061("alloc_pin_ms"), P061("alloc_page_ms"), 3.2654,
           fidelity="alloc_pinned_over_pageable"),
     ratio("neither_over_both_blocked", "2x2, host blocked: pageable "
-          "blocking over pinned non-blocking", P06("blk_pageable_b"),
-          P06("blk_pinned_nb"), 111.66,
+          "blocking over pinned non-blocking", P062("blk_pageable_b"),
+          P062("blk_pinned_nb"), 111.66,
           fidelity="both_over_neither_blocked"),
     ratio("neither_over_both_total", "2x2, step total: pageable blocking "
-          "over pinned non-blocking", P06("tot_pageable_b"),
-          P06("tot_pinned_nb"), 4.6413, fidelity="both_over_neither_total"),
+          "over pinned non-blocking", P062("tot_pageable_b"),
+          P062("tot_pinned_nb"), 4.6413, fidelity="both_over_neither_total"),
     ratio("consume_first_over_host_first", "step total: consuming first "
-          "over host work first", P06("consume_total"), P06("later_total"),
+          "over host work first", P062("consume_total"), P062("later_total"),
           awaiting=STALE_CELL.format("the two orders"),
           fidelity="host_first_over_consume_first"),
     ratio("numpy_wins_small", "1,024 values: CuPy's time over NumPy's "

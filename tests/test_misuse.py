@@ -185,8 +185,8 @@ def test_catalogue_is_listed_in_the_docs():
 PERFORMANCE = {
     "Timing without a wait": "04_async",
     "A first launch inside a timing": "01_1_runtime",
-    "A pageable buffer with `blocking=False`": "06_pinned_memory",
-    "Pinned allocation inside a loop": "06_pinned_memory",
+    "A pageable buffer with `blocking=False`": "06_2_async",
+    "Pinned allocation inside a loop": "06_1_bandwidth",
     "A missing `wait_event`": "05_1_queues",
     "`.get()` on the stream that computes": "04_async",
 }

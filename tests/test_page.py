@@ -152,7 +152,7 @@ def test_host_to_device_and_back_are_drawn_apart_in_fig_6_2():
     """H2D and D2H copies run at about the same rate (55 and 54 GB/s on
     the H100): their curves take different markers and widths, so that
     both show where they coincide."""
-    [cell] = [c for c, f in figure_cells(read("06_pinned_memory"))
+    [cell] = [c for c, f in figure_cells(read("06_1_bandwidth"))
               if f.get("name") == "fig-pinned-bandwidth"]
     tree = ast.parse(text(cell["source"]))
     [looks] = [node.value for node in tree.body
