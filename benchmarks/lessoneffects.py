@@ -126,11 +126,13 @@ def _in(lesson):
     return lambda key: f"{lesson}/{key}"
 
 
-R011, T012, M02, L03, A04, Q051, O052, C053, Y07 = map(_in, (
-    "01_1_runtime", "01_2_transfers", "02_memory", "03_fori_loop",
-    "04_async", "05_1_queues", "05_2_overlap", "05_3_pipeline",
-    "07_payoff"))
+R011, T012 = map(_in, ("01_1_runtime", "01_2_transfers"))
+M021, M022, M023 = map(_in, ("02_1_pool", "02_2_chunks", "02_3_allocators"))
+L03 = _in("03_fori_loop")
+A04 = _in("04_async")
+Q051, O052, C053 = map(_in, ("05_1_queues", "05_2_overlap", "05_3_pipeline"))
 P061, P062 = map(_in, ("06_1_bandwidth", "06_2_async"))
+Y07 = _in("07_payoff")
 STALE_CELL = ("stale: the cell that measures {} changed since the H100 "
               "ran it")
 NO_07 = "not captured: the H100 has not run 07 yet"
@@ -154,13 +156,21 @@ EFFECTS = [
     ratio("round_trip_over_device_copy", "host round trip over a copy on "
           "the device (largest size)", T012("trip_vs_device"), gpu=630.9,
           fidelity="round_trip_over_device_copy"),
+    ratio("driver_after_del_over_freed", "the driver's used memory after "
+          "del over after free_all_blocks", M021("smi_del_driver"),
+          M021("smi_freed_driver"), awaiting="not captured: the H100 has "
+          "not run the driver's count (NVML) of 02_1_pool yet"),
     LessonEffect(
         "temporaries_over_fused", "extra memory of the one-liner energy "
         "over the fused kernel's",
-        (M02("extra_temporaries"), M02("extra_fused")),
+        (M022("extra_temporaries"), M022("extra_fused")),
         "extra_temporaries * 2**20 / extra_fused",
         awaiting=STALE_CELL.format("them") + " (the energy kernel became "
         "a two-stage reduction)"),
+    ratio("no_pool_over_pool_step", "a loop's step with fresh arrays: no "
+          "pool over CuPy's pool", M023("none_over_pool"),
+          awaiting="not captured: the H100 has not run 02_3_allocators "
+          "yet"),
     ratio("eager_over_graph_step", "loop of x + x: eager over graph, per "
           "step", L03("eager_step_us"), L03("graph_step_us"), 2.6212),
     ratio("graph_over_fused_step", "loop of x + x: graph over fused, per "

@@ -110,7 +110,7 @@ def main(argv=None):
     mark = sub.add_parser("mark-stale", help="mark glued values or figures "
                           "of a reference stale, with the reason: code "
                           "their cell calls has changed what they measure")
-    mark.add_argument("lesson", metavar="LESSON", help="e.g. 02_memory")
+    mark.add_argument("lesson", metavar="LESSON", help="e.g. 02_2_chunks")
     mark.add_argument("names", metavar="NAME", nargs="+",
                       help="a glued key, or a figure's name")
     mark.add_argument("--why", required=True, help="the reason, shown by "
