@@ -126,9 +126,10 @@ def _in(lesson):
     return lambda key: f"{lesson}/{key}"
 
 
-D01, M02, L03, A04, Q051, O052, C053, P06, Y07 = map(_in, (
-    "01_devices", "02_memory", "03_fori_loop", "04_async", "05_1_queues",
-    "05_2_overlap", "05_3_pipeline", "06_pinned_memory", "07_payoff"))
+D01, M02, L031, T032, G033, A04, Q051, O052, C053, P06, Y07 = map(_in, (
+    "01_devices", "02_memory", "03_1_loops", "03_2_costs", "03_3_gradients",
+    "04_async", "05_1_queues", "05_2_overlap", "05_3_pipeline",
+    "06_pinned_memory", "07_payoff"))
 STALE_CELL = ("stale: the cell that measures {} changed since the H100 "
               "ran it")
 NO_07 = "not captured: the H100 has not run 07 yet"
@@ -159,12 +160,15 @@ EFFECTS = [
         "extra_temporaries * 2**20 / extra_fused",
         awaiting=STALE_CELL.format("them") + " (the energy kernel became "
         "a two-stage reduction)"),
+    ratio("eager_over_fused_small", "loop of x + x on 1,000 floats: eager "
+          "over fused, per step", L031("fused_speedup"), gpu=328.82,
+          fidelity="eager_over_fused_small"),
     ratio("eager_over_graph_step", "loop of x + x: eager over graph, per "
-          "step", L03("eager_step_us"), L03("graph_step_us"), 2.6212),
+          "step", T032("eager_step_us"), T032("graph_step_us"), 2.6212),
     ratio("graph_over_fused_step", "loop of x + x: graph over fused, per "
-          "step", L03("graph_step_us"), L03("fused_step_us"), 1794.3),
+          "step", T032("graph_step_us"), T032("fused_step_us"), 1794.3),
     ratio("stored_over_checkpointed", "reverse mode's memory: every carry "
-          "stored over checkpointed", L03("store_mib"), L03("best_mib"),
+          "stored over checkpointed", G033("store_mib"), G033("best_mib"),
           7.8182),
     ratio("device_over_queue", "dot(x, x).sum(): doing it (events) over "
           "queueing it", A04("device_ms"), A04("queue_ms"), 5.2147,
