@@ -128,7 +128,7 @@ def _in(lesson):
 
 R011, T012 = map(_in, ("01_1_runtime", "01_2_transfers"))
 M021, M022, M023 = map(_in, ("02_1_pool", "02_2_chunks", "02_3_allocators"))
-L03 = _in("03_fori_loop")
+L031, T032, G033 = map(_in, ("03_1_loops", "03_2_costs", "03_3_gradients"))
 A04 = _in("04_async")
 Q051, O052, C053 = map(_in, ("05_1_queues", "05_2_overlap", "05_3_pipeline"))
 P061, P062 = map(_in, ("06_1_bandwidth", "06_2_async"))
@@ -171,12 +171,15 @@ EFFECTS = [
           "pool over CuPy's pool", M023("none_over_pool"),
           awaiting="not captured: the H100 has not run 02_3_allocators "
           "yet"),
+    ratio("eager_over_fused_small", "loop of x + x on 1,000 floats: eager "
+          "over fused, per step", L031("fused_speedup"), gpu=328.82,
+          fidelity="eager_over_fused_small"),
     ratio("eager_over_graph_step", "loop of x + x: eager over graph, per "
-          "step", L03("eager_step_us"), L03("graph_step_us"), 2.6212),
+          "step", T032("eager_step_us"), T032("graph_step_us"), 2.6212),
     ratio("graph_over_fused_step", "loop of x + x: graph over fused, per "
-          "step", L03("graph_step_us"), L03("fused_step_us"), 1794.3),
+          "step", T032("graph_step_us"), T032("fused_step_us"), 1794.3),
     ratio("stored_over_checkpointed", "reverse mode's memory: every carry "
-          "stored over checkpointed", L03("store_mib"), L03("best_mib"),
+          "stored over checkpointed", G033("store_mib"), G033("best_mib"),
           7.8182),
     ratio("device_over_queue", "dot(x, x).sum(): doing it (events) over "
           "queueing it", A04("device_ms"), A04("queue_ms"), 5.2147,

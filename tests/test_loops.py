@@ -8,7 +8,7 @@ from hypothesis import given, settings, strategies as st
 import modelkit
 from src import BACKEND, cp
 from src.loops import (DOUBLE, STRATEGIES, Body, fori_loop, grad, jvp,
-                       vjp)
+                       seconds, vjp)
 from src.memory import MemoryMonitor
 
 H = 0.1
@@ -317,3 +317,18 @@ def test_derivatives_need_the_bodys_rules():
         jvp(0, 3, plain, ones32(), ones32())
     with pytest.raises(TypeError, match="vjp rule"):
         vjp(0, 3, plain, ones32(), ones32())
+
+
+def test_seconds_warms_up_then_keeps_the_fastest_call():
+    """`seconds` calls once untimed, then ``repeat`` times, and returns
+    the fewest seconds: the call least disturbed by the machine."""
+    calls = []
+    x = ones32(1000)
+
+    def work():
+        calls.append(1)
+        return x + x
+
+    best = seconds(work, repeat=4)
+    assert len(calls) == 5
+    assert 0 < best < 1

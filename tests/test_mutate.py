@@ -182,12 +182,12 @@ def test_failed_tests_are_read_from_pytests_summary():
     out = ("....F\n= short test summary info =\n"
            "FAILED tests/t.py::test_a[1 GiB] - assert 1 == 2\n"
            "ERROR tests/t.py::test_b\n"
-           "FAILED book/03_fori_loop.ipynb::Cell 5 - nbval\n"
-           "FAILED book/03_fori_loop.ipynb::Cell 6\n"
+           "FAILED book/03_1_loops.ipynb::Cell 5 - nbval\n"
+           "FAILED book/03_1_loops.ipynb::Cell 6\n"
            "1 failed in 0.1s\n")
     assert mutate._failed(out) == ["tests/t.py::test_a[1 GiB]",
                                    "tests/t.py::test_b",
-                                   "book/03_fori_loop.ipynb"]
+                                   "book/03_1_loops.ipynb"]
 
 
 def test_outcome_of_pytests_exit():

@@ -21,11 +21,15 @@ Derivatives: CuPy has no autodiff, so a `Body` carries its step's
 derivative rules (``jvp``, ``vjp``) and the loop composes them: `jvp`
 carries a tangent forward; `vjp` and `grad` go backward, storing every
 carry or every ``checkpoint``-th carry and recomputing the rest.
+
+`seconds` is the lessons' clock for a loop: the fewest seconds, of
+several calls, from an idle device to the call's work being done.
 """
 import operator
 from typing import Callable, NamedTuple
 
 from . import cp, kernels
+from .timing import Benchmark
 
 STRATEGIES = ("eager", "graph", "fused")
 
@@ -296,3 +300,14 @@ def grad(lower, upper, body, x, *, checkpoint=None):
     ``x``: a cotangent of ones, as MindSpore's GradOperation uses."""
     return vjp(lower, upper, body, x, cp.ones_like(x),
                checkpoint=checkpoint)[1]
+
+
+def seconds(fn, repeat=9):
+    """Fewest seconds from an idle device to fn()'s work being done."""
+    fn()                                   # warm-up, not timed
+    times = []
+    for _ in range(repeat):
+        with Benchmark(sync=True) as clock:
+            fn()
+        times.append(clock.seconds)
+    return min(times)

@@ -15,17 +15,8 @@ def loops():
     effects), on the device clock: after a warm-up call, events on the
     calling stream around one call (start, queue the loop, end, then wait),
     fastest of two."""
-    from src.loops import DOUBLE, fori_loop
-    from src.timing import Benchmark, EventTimer
-
-    def seconds(fn, repeat=9):
-        fn()
-        times = []
-        for _ in range(repeat):
-            with Benchmark(sync=True) as clock:
-                fn()
-            times.append(clock.seconds)
-        return min(times)
+    from src.loops import DOUBLE, fori_loop, seconds   # the lesson's clock
+    from src.timing import EventTimer
 
     def device_seconds(fn, repeat=2):
         fn()                                # warm-up: loads, captures
@@ -71,31 +62,31 @@ EFFECTS = [
     Effect("big_eager_over_fused",
            "loop of x + x at the large size: eager over fused",
            DEVICE_ONLY, "loops", "big_size_eager_s / big_size_fused_s",
-           ("03_fori_loop/big_eager_over_fused",), "big_eager_over_fused",
+           ("03_2_costs/big_eager_over_fused",), "big_eager_over_fused",
            sizes=LARGE),
     Effect("graph_copy_cost",
            "graph at the large size: pure body over in place",
            DEVICE_ONLY, "loops",
            "big_size_graph_s / big_size_graph_in_place_s",
-           ("03_fori_loop/copy_cost",), "copy_cost",
+           ("03_2_costs/copy_cost",), "copy_cost",
            gain=True, sizes=LARGE),
     Effect("eager_over_fused_small",
            "loop of x + x on 1,000 floats: eager over fused, per step",
            MIXED, "loops", "eager_s / fused_s",
-           ("03_fori_loop/fused_speedup",), "fused_speedup",
+           ("03_1_loops/fused_speedup",), "fused_speedup",
            EAGER_IS_REAL,
            sizes=SMALL),
     Effect("eager_over_graph_small",
            "loop of x + x on 1,000 floats: eager over graph, per step",
            MIXED, "loops", "eager_s / graph_s",
-           ("03_fori_loop/graph_speedup",), "graph_speedup",
+           ("03_1_loops/graph_speedup",), "graph_speedup",
            "a replay is one queue item on the model, but its kernels still "
            "run one by one on a worker thread",
            sizes=SMALL),
     Effect("eager_over_fused_smallest",
            "loop of x + x at the smallest size: eager over fused",
            MIXED, "loops", "small_size_eager_s / small_size_fused_s",
-           ("03_fori_loop/small_eager_over_fused",), "small_eager_over_fused",
+           ("03_2_costs/small_eager_over_fused",), "small_eager_over_fused",
            EAGER_IS_REAL,
            sizes=("small_size", "size_trips")),
 ]
