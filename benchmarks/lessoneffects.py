@@ -129,7 +129,7 @@ def _in(lesson):
 R011, T012 = map(_in, ("01_1_runtime", "01_2_transfers"))
 M021, M022, M023 = map(_in, ("02_1_pool", "02_2_chunks", "02_3_allocators"))
 L031, T032, G033 = map(_in, ("03_1_loops", "03_2_costs", "03_3_gradients"))
-A04 = _in("04_async")
+Q041, W042, R043 = map(_in, ("04_1_queueing", "04_2_waiting", "04_3_ahead"))
 Q051, O052, C053 = map(_in, ("05_1_queues", "05_2_overlap", "05_3_pipeline"))
 P061, P062 = map(_in, ("06_1_bandwidth", "06_2_async"))
 Y07 = _in("07_payoff")
@@ -182,30 +182,30 @@ EFFECTS = [
           "stored over checkpointed", G033("store_mib"), G033("best_mib"),
           7.8182),
     ratio("device_over_queue", "dot(x, x).sum(): doing it (events) over "
-          "queueing it", A04("device_ms"), A04("queue_ms"), 5.2147,
+          "queueing it", Q041("device_ms"), Q041("queue_ms"), 5.2147,
           fidelity="device_over_queue", model_cannot=QUEUE_04),
     ratio("print_over_queue", "print(y) over queueing dot(x, x).sum()",
-          A04("print_ms"), A04("queue_ms"), 3.8064,
+          Q041("print_ms"), Q041("queue_ms"), 3.8064,
           fidelity="print_over_queue"),
     ratio("first_launch_waits", "a new kernel's first launch behind queued "
-          "work over that work", A04("first_busy_ms"), A04("busy_ms"),
+          "work over that work", Q041("first_busy_ms"), Q041("busy_ms"),
           awaiting="not captured: the H100 has not run this cell (busy_ms, "
           "first_busy_ms); CUDA's programming guide says only that loading "
           "a kernel might synchronize the context, so the GPU's direction "
           "is the capture's to tell"),
     ratio("wait_each_over_queue_all", "10,000 additions: waiting after "
-          "each over waiting once", A04("wait_10k_ms"), A04("queue_10k_ms"),
+          "each over waiting once", W042("wait_10k_ms"), W042("queue_10k_ms"),
           awaiting=STALE_CELL.format("the two loops"),
           fidelity="wait_each_over_queue_all"),
     ratio("unbounded_over_bounded_peak", "running ahead: peak memory with "
-          "no bound over k = 2", A04("peak_free_mib"), A04("peak_k2_mib"),
+          "no bound over k = 2", R043("peak_free_mib"), R043("peak_k2_mib"),
           awaiting=STALE_CELL.format("the peaks") + " (the bounded read "
           "now keeps k steps in flight on a second stream)"),
     ratio("wait_first_over_host_first", "host work after the first wait "
-          "over before it", A04("wrong_ms"), A04("right_ms"), 1.8249,
+          "over before it", W042("wrong_ms"), W042("right_ms"), 1.8249,
           fidelity="wait_first_over_host_first"),
     ratio("launch_blocking_over_async", "launch with CUDA_LAUNCH_BLOCKING=1 "
-          "over =0", A04("launch_blocking_ms"), A04("launch_async_ms"),
+          "over =0", Q041("launch_blocking_ms"), Q041("launch_async_ms"),
           7.5472, fidelity="launch_blocking_over_async"),
     ratio("blocking_over_non_blocking_wait", "host wait on the default "
           "stream: blocking over non-blocking", Q051("blocking_ms"),

@@ -128,14 +128,14 @@ QUEUE = dataclasses.replace(effects.BY_KEY["device_over_queue"],
 
 
 def test_the_checker_fails_on_a_stored_run_with_an_inverted_effect():
-    nb = stored("04_async")
-    queue = values("04_async")["queue_ms"]
+    nb = stored("04_1_queueing")
+    queue = values("04_1_queueing")["queue_ms"]
     inverted = effects.lesson_values(
         with_glued(nb, {"device_ms": queue / 4}))
     inside = effects.lesson_values(
         with_glued(nb, {"device_ms": queue * 1.1}))
     verdicts = {v: {e.key: verdict for e, _, verdict in effects.failures(
-                    TESTED + [QUEUE], {"04_async": vals})}
+                    TESTED + [QUEUE], {"04_1_queueing": vals})}
                 for v, vals in (("inverted", inverted),
                                 ("inside", inside))}
     assert verdicts["inverted"]["device_over_queue"] == "against the GPU"
@@ -152,7 +152,7 @@ def test_a_seeded_tiny_size_inverts_04_and_the_checker_fails():
     """04's own cells, run on the model with the matrix shrunk from the
     lesson's size to 16 x 16: the device does the product sooner than the
     host queues it, and the registry's check of that run fails."""
-    cells = {c["id"]: "".join(c["source"]) for c in stored("04_async")[
+    cells = {c["id"]: "".join(c["source"]) for c in stored("04_1_queueing")[
         "cells"]}
     size = "n = pick(cpu=1000, gpu=4000)"
     assert size in cells["2d7f0cc0"]
@@ -168,30 +168,33 @@ def test_a_seeded_tiny_size_inverts_04_and_the_checker_fails():
             glued[name] = value
 
         with contextlib.redirect_stdout(io.StringIO()):
-            exec(compile(BODY, "04_async", "exec"))
+            exec(compile(BODY, "04_1_queueing", "exec"))
         print(json.dumps(glued))
         """).replace("BODY", repr(body))
     out = subproc.run_code(script, backend="cpu")
     assert out.returncode == 0, out.stderr
     glued = json.loads(out.stdout.strip().splitlines()[-1])
     failed = {e.key: verdict for e, _, verdict in effects.failures(
-        [QUEUE], {"04_async": glued})}
+        [QUEUE], {"04_1_queueing": glued})}
     assert failed == {"device_over_queue": "against the GPU"}, glued
 
 
 def test_the_runs_record_counts_the_runs_in_a_row_an_effect_held():
     sys.path.insert(0, str(ROOT / "tools"))
     import effects_runs
-    queue = dict(values("04_async"), print_ms=1.0, queue_ms=1.0)
-    runs = [effects_runs.record_run("04_async", v, [], 1.0, 0.1)
-            for v in (values("04_async"), queue, values("04_async"))]
-    seen = effects_runs.summary("04_async", runs)
+    queue = dict(values("04_1_queueing"), print_ms=1.0, queue_ms=1.0)
+    runs = [effects_runs.record_run("04_1_queueing", v, [], 1.0, 0.1)
+            for v in (values("04_1_queueing"), queue,
+                      values("04_1_queueing"))]
+    seen = effects_runs.summary("04_1_queueing", runs)
     assert seen["print_over_queue"]["consecutive"] == 1
     assert seen["print_over_queue"]["values"][1] == 1.0
     assert seen["launch_blocking_over_async"]["consecutive"] == 3
-    assert seen["unbounded_over_bounded_peak"]["consecutive"] is None  # stale
     assert seen["first_launch_waits"]["consecutive"] is None   # awaiting
     assert seen["device_over_queue"]["consecutive"] is None    # cannot
+    ahead = effects_runs.summary("04_3_ahead", [effects_runs.record_run(
+        "04_3_ahead", values("04_3_ahead"), [], 1.0, 0.1)])
+    assert ahead["unbounded_over_bounded_peak"]["consecutive"] is None  # stale
 
 
 def test_an_effect_shared_with_the_fidelity_table_names_one_it_declares():

@@ -183,12 +183,12 @@ def test_catalogue_is_listed_in_the_docs():
 #: The performance mistakes the page measures, by the words of their
 #: headings, and the chapter each links (issue 31, item 6).
 PERFORMANCE = {
-    "Timing without a wait": "04_async",
+    "Timing without a wait": "04_1_queueing",
     "A first launch inside a timing": "01_1_runtime",
     "A pageable buffer with `blocking=False`": "06_2_async",
     "Pinned allocation inside a loop": "06_1_bandwidth",
     "A missing `wait_event`": "05_1_queues",
-    "`.get()` on the stream that computes": "04_async",
+    "`.get()` on the stream that computes": "04_3_ahead",
 }
 
 

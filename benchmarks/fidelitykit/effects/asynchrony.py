@@ -164,7 +164,7 @@ EFFECTS = [
     Effect("print_over_queue",
            "print(y) over queueing dot(x, x).sum()",
            MIXED, "queue_print", "print_s / queue_s",
-           ("04_async/print_ms", "04_async/queue_ms"),
+           ("04_1_queueing/print_ms", "04_1_queueing/queue_ms"),
            "print_ms / queue_ms",
            "print waits for the real product on the CPU, which can take "
            "longer or shorter than the modelled one",
@@ -172,7 +172,7 @@ EFFECTS = [
     Effect("device_over_queue",
            "dot(x, x).sum(): device time (events) over queueing it",
            MIXED, "queue_print", "device_s / queue_s",
-           ("04_async/queue_ratio",), "queue_ratio",
+           ("04_1_queueing/queue_ratio",), "queue_ratio",
            "the queueing is the model's real Python, several times "
            "CuPy's; a product small enough for the modelled device to "
            "finish in that time would point the other way",
@@ -180,14 +180,14 @@ EFFECTS = [
     Effect("wait_each_over_queue_all",
            "10,000 additions: waiting after each over waiting once",
            MIXED, "wait_each", "wait_each_s / queue_all_s",
-           ("04_async/wait_ratio",), "wait_ratio",
+           ("04_2_waiting/wait_ratio",), "wait_ratio",
            "a wait's round trip is a thread wake-up on the model, which a "
            "busy 2-core host can make long or short",
            sizes=("add_n", "adds")),
     Effect("launch_blocking_over_async",
            "launch with CUDA_LAUNCH_BLOCKING=1 over =0",
            MIXED, "launch_blocking", "blocking_s / async_s",
-           ("04_async/launch_blocking_ms", "04_async/launch_async_ms"),
+           ("04_1_queueing/launch_blocking_ms", "04_1_queueing/launch_async_ms"),
            "launch_blocking_ms / launch_async_ms",
            "a blocking launch waits for the CPU's real product as well as "
            "the modelled one",
@@ -195,7 +195,7 @@ EFFECTS = [
     Effect("wait_first_over_host_first",
            "host work after the first wait over before it",
            MIXED, "host_beside_device", "wait_first_s / host_first_s",
-           ("04_async/wrong_ms", "04_async/right_ms"),
+           ("04_2_waiting/wrong_ms", "04_2_waiting/right_ms"),
            "wrong_ms / right_ms",
            "the device work's real NumPy time (over 100 ms; modelled: under "
            "1 ms) sets the host work's length and shares the host's cores "
