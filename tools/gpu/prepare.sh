@@ -16,7 +16,8 @@ cp tools/gpu/run.sh .gpu/run.sh
 chmod +x .gpu/run.sh
 # x86-64 Linux wheels for the GPU machine's Python. The rest of the book's
 # requirements (CuPy, NumPy, matplotlib, pytest, hypothesis, psutil,
-# pytest-timeout) are expected to be there already.
+# pytest-timeout) are expected to be there already. pytest-xdist is here
+# because pytest.ini names its -n (the lane's tests run with -n 0).
 python3 -m pip download -q --no-deps --only-binary=:all: \
   --python-version "$PYVER" --implementation cp \
   --platform manylinux_2_28_x86_64 --platform manylinux_2_27_x86_64 \
@@ -27,5 +28,5 @@ python3 -m pip download -q --no-deps --only-binary=:all: \
   referencing rpds-py ipykernel comm debugpy ipython ipython-pygments-lexers \
   matplotlib-inline nest_asyncio pyzmq tornado traitlets platformdirs \
   decorator jedi parso pexpect ptyprocess prompt_toolkit wcwidth stack_data \
-  executing asttokens pure_eval nvidia-ml-py
+  executing asttokens pure_eval nvidia-ml-py pytest-xdist execnet
 echo "prepared: $(ls .gpu/whl | wc -l) wheels, $(du -sh .gpu | cut -f1) in .gpu/"

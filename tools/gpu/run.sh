@@ -123,7 +123,7 @@ if want fidelity && in_time fidelity 300; then
 fi
 if want tests && in_time tests "${TESTS_TIMEOUT:-400}"; then
   t=$(date +%s)
-  capped "$cap" python3 -m pytest tests -q -p no:cacheprovider -rfE \
+  capped "$cap" python3 -m pytest tests -q -n 0 -p no:cacheprovider -rfE \
     > "$OUT/pytest.log" 2>&1
   r=$?; [ $r = 0 ] || rc=$r
   step_done tests $r "$t"
