@@ -362,3 +362,19 @@ print("sum:", int(y.sum()))
     assert r.returncode == 0, r.stderr
     assert r.stdout.split("\n")[:3] == [
         "same block: True", "b waits: True", f"sum: {40 << 20}"]
+
+
+def test_a_stream_handle_names_its_own_stream_and_no_other():
+    """mallocAsync and memPrefetchAsync take a stream's handle: work they
+    order goes to that stream; a handle no stream has is CUDA's error."""
+    s = cp.cuda.Stream(non_blocking=True)
+    ptr = runtime.mallocAsync(1024, s.ptr)
+    runtime.freeAsync(ptr, s.ptr)
+    s.synchronize()
+    unknown = 0x7EAD_BEEF_0000        # no stream has it
+    for call in (lambda: runtime.mallocAsync(1024, unknown),
+                 lambda: runtime.memPrefetchAsync(
+                     cp.cuda.malloc_managed(1024).ptr, 1024, 0, unknown)):
+        with pytest.raises(runtime.CUDARuntimeError) as e:
+            call()
+        assert e.value.status == runtime.errorInvalidResourceHandle

@@ -52,6 +52,11 @@ def __getattr__(name):
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
+#: Each created stream's queue by its handle (``Stream.ptr``), for the
+#: runtime calls that take a handle (cudaMallocAsync, cudaMemPrefetchAsync).
+streams = weakref.WeakValueDictionary()
+
+
 # -- engines ------------------------------------------------------------------
 _KEEP = 512         # busy intervals an engine remembers
 

@@ -190,10 +190,10 @@ def _queue_of_ptr(stream):
     """The queue of the stream whose handle is ``stream``."""
     if stream in (0, runtime.streamLegacy, runtime.streamPerThread):
         return _queue_of(_StreamPtr(stream))
-    for q in list(_hardware._all_queues):
-        if q.name == f"stream-{stream}":
-            return q
-    raise runtime.CUDARuntimeError(runtime.errorInvalidResourceHandle)
+    q = _hardware.streams.get(stream)
+    if q is None:
+        raise runtime.CUDARuntimeError(runtime.errorInvalidResourceHandle)
+    return q
 
 
 class _StreamPtr:

@@ -21,7 +21,6 @@ from .device import _state
 from .graph import Graph
 
 _ptrs = itertools.count(0x1000)
-_all_queues = _hardware._all_queues
 _Queue = _hardware.Queue
 
 # CuPy reads this once, at import: with it, the default stream of every
@@ -366,6 +365,7 @@ class Stream(_BaseStream):
         self._queue = _Queue(_state(device_id), f"stream-{self.ptr}",
                              blocking=not non_blocking)
         self._queue.priority = priority
+        _hardware.streams[self.ptr] = self._queue     # its handle's queue
         weakref.finalize(self, self._queue.close)
 
 
