@@ -46,7 +46,7 @@ def test_quick_run_writes_every_device_figure_finite_and_positive(tmp_path):
     quick_run(tmp_path, [k for k, *_ in bench.FIGURES if k not in TOOLCHAIN])
 
 
-@pytest.mark.slow                  # 11 s: CI runs it beside the book build
+@pytest.mark.slow                  # 11 s: CI runs it after the book build
 @pytest.mark.skipif(not os.path.exists(JUPYTER_BOOK),
                     reason="test_suite_s and book_build_s time the book's "
                     f"toolchain, and no jupyter-book script is at "

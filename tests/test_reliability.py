@@ -66,7 +66,7 @@ def on_streams(prog):
     return [a.get() for a in arrays]
 
 
-@pytest.mark.slow                  # 10 s: CI runs it beside the book build
+@pytest.mark.slow                  # 10 s: CI runs it after the book build
 @pytest.mark.parametrize("seed", [0, 1, 2])
 def test_stress_10000_ops_on_8_streams_match_the_serial_oracle(seed):
     faulthandler.dump_traceback_later(100, exit=True, file=sys.stderr)

@@ -10,7 +10,7 @@ from src import words
 @pytest.mark.parametrize("seconds, than, said", [
     (1.13e-3, 1.92e-3, "faster"),       # the model's two orders (06)
     (2.0e-3, 1.5e-3, "slower"),
-    (1.0e-3, 1.0e-3, "slower"),         # no faster is not faster
+    (1.0e-3, 1.0e-3, "no faster"),      # equal as the sentence shows
 ])
 def test_faster_or_slower_reads_the_shorter_time_as_faster(seconds, than,
                                                            said):
@@ -48,3 +48,14 @@ def test_on_backend_defaults_to_this_run(monkeypatch):
     assert words.on_backend(gpu="g", cpu="c") == "g"
     monkeypatch.setattr(src, "BACKEND", "cpu")
     assert words.on_backend(gpu="g", cpu="c") == "c"
+
+
+@pytest.mark.parametrize("ratio, said", [
+    (2.08, "2.1 times as long"),        # the H100's run (04)
+    (1.23, "1.2 times as long"),        # the model's, on an idle machine
+    (0.984, "about as long"),           # the model's, on a busy one
+    (1.04, "about as long"),
+    (0.8, "less time (0.80 times as long)"),
+])
+def test_times_as_long_never_calls_a_shorter_time_longer(ratio, said):
+    assert words.times_as_long(ratio) == said

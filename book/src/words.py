@@ -4,7 +4,11 @@ experiment in view (tests/test_words.py checks each on both backends)."""
 
 
 def faster_or_slower(seconds, than_seconds):
-    """"faster" when ``seconds`` took less time than ``than_seconds``."""
+    """"faster" when ``seconds`` took less time than ``than_seconds``,
+    "no faster" when the two are equal (round both to the digits the
+    sentence shows), else "slower"."""
+    if seconds == than_seconds:
+        return "no faster"
     return "faster" if seconds < than_seconds else "slower"
 
 
@@ -29,3 +33,16 @@ def on_backend(gpu, cpu, backend=None):
     if backend is None:
         from . import BACKEND as backend
     return gpu if backend == "gpu" else cpu
+
+
+def times_as_long(ratio, digits=1):
+    """How a time compares with another, from their ratio, as a sentence
+    says it: "2.1 times as long", "about as long" when the ratio shows as 1
+    at the ``digits`` a table shows, else "less time (0.80 times as
+    long)"."""
+    shown = f"{ratio:.{digits}f}"
+    if float(shown) == 1:
+        return "about as long"
+    if ratio < 1:
+        return f"less time ({ratio:.2f} times as long)"
+    return f"{shown} times as long"
