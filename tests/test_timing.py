@@ -227,3 +227,22 @@ def test_profiler_max_duration_counts_real_time():
     # modelled, 0.05 s holds about a thousand products; really, far fewer
     assert r.cpu_times.size < 1000
     assert time.perf_counter() - real < 30
+
+
+@needs_model
+def test_profiler_times_host_work_at_its_real_pace():
+    """A NumPy call's cpu_times on the model are its real time: the model's
+    worker books each start event before the host's clock starts, as a GPU
+    leaves the host nothing to do after a record (before, the booking ran
+    beside the call and a 1,024-value NumPy call read 5 times its time)."""
+    h = numpy.ones(1024, dtype=numpy.float32)
+    real = []
+
+    def host_only():
+        t = time.perf_counter()
+        2 * h + 1
+        real.append(time.perf_counter() - t)
+    r = cpx.profiler.benchmark(host_only, n_repeat=200, n_warmup=2)
+    inside = numpy.median(real[2:])       # the call itself, measured inside
+    assert numpy.median(r.cpu_times) < 3 * inside + 10e-6, (
+        numpy.median(r.cpu_times), inside)

@@ -304,16 +304,19 @@ class Lesson:
 
     def labels(self):
         """``{key: label}``: the words the lesson's own tables give each
-        value ("first / later"), its glued values filled in, else words
-        made from the key (`key_label`)."""
-        from .store import _read_lesson
+        value ("first / later"), its glued values filled in, else those
+        ``book/reference/labels.json`` gives it, else words made from the
+        key (`key_label`; tests/test_reference.py fails on a number that
+        would show one)."""
+        from .store import _read_lesson, load_labels
         nb = _read_lesson(self.lesson) or {"cells": []}
         found = {}
         for cell in nb["cells"]:
             if cell["cell_type"] == "markdown":
                 found.update(table_labels("".join(cell["source"]),
                                           self.values))
-        return {k: found.get(k) or key_label(k)
+        listed = load_labels().get(self.lesson, {})
+        return {k: found.get(k) or listed.get(k) or key_label(k)
                 for k in (*self.values, *self.series)}
 
 
@@ -420,8 +423,10 @@ def compare_table(device_name, date, commit, rows, labels=None):
         f"{escape(labels.get(k) or key_label(k))}</td><td>{escape(a)}</td>"
         f"<td>{escape(_reference_cell(b, s))}</td></tr>"
         for k, a, b, s in shown)
+    beside = "" if date is None and commit is None else (
+        f" beside the {device}'s")
     return (f"{head}<details class=\"reference-compare-details\"><summary>"
-            f"This run's {len(shown)} numbers beside the {device}'s"
+            f"This run's {len(shown)} numbers{beside}"
             f'</summary><table class="reference-compare"><thead><tr>'
             f"<th>value</th><th>this run</th><th>{device}</th></tr>"
             f"</thead><tbody>{body}</tbody></table></details>")

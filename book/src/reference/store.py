@@ -21,6 +21,9 @@ REFERENCE_DIR = BOOK / "reference"
 DEFAULT_FILE = "default-device"
 FALLBACK_DEVICE = "nvidia-h100"
 EXCLUSIONS = REFERENCE_DIR / "exclusions.json"
+#: ``{lesson: {key: label}}``: the words a comparison table gives a value
+#: that no table of its lesson labels (`Lesson.labels`).
+LABELS = REFERENCE_DIR / "labels.json"
 REF_SUFFIX = "_ref"
 #: Keys `Lesson.glue_device` glues: the reference device's name for prose,
 #: not a measurement (they get no ``*_ref`` and no reference value).
@@ -179,6 +182,16 @@ def load_exclusions(root=None):
     if not path.exists():
         return {}
     return json.loads(path.read_text())
+
+
+def load_labels(root=None):
+    """``{lesson: {key: label}}`` from ``labels.json`` (the book's, in
+    ``book/reference/``, unless ``root`` says where)."""
+    path = Path(root or REFERENCE_DIR) / LABELS.name
+    if not path.exists():
+        return {}
+    return {k: v for k, v in json.loads(path.read_text()).items()
+            if not k.startswith("_")}
 
 
 def lesson_names(book=None):
