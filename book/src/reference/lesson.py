@@ -363,8 +363,10 @@ def table_labels(markdown, values=None):
         if len(cells) < 2 or not line.lstrip().startswith("|"):
             continue
         keys = [m.group(1) for m in _GLUE_ROLE.finditer(cells[1])]
-        if len(keys) != 1 or not cells[0]:
-            continue
+        row_keys = [m.group(1) for c in cells[1:] for m in
+                  _GLUE_ROLE.finditer(c) if not m.group(1).endswith("_ref")]
+        if len(keys) != 1 or len(row_keys) != 1 or not cells[0]:
+            continue        # one value a row: its label is the row's
         label = _GLUE_ROLE.sub(paste, cells[0])
         label = re.sub(r"[`*]|\$", "", label).strip()
         found.setdefault(keys[0], label)
