@@ -46,6 +46,7 @@ def test_nbval_fails_when_a_checked_output_changes(tmp_path):
         nbformat.write(nb, tmp_path / path.name)
         last_cell[path.name] = sum(c.cell_type == "code" for c in nb.cells)
     r = subproc.run(["-m", "pytest", "-q", "-p", "no:cacheprovider",
+                     "-n", "2", "--dist", "loadfile",   # kernels start apart
                      "--nbval-lax", "--nbval-current-env", "-c",
                      os.devnull] + sorted(last_cell), cwd=tmp_path,
                     timeout=600, backend="cpu")
