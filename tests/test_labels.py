@@ -8,14 +8,11 @@ from pathlib import Path
 import pytest
 
 from src import reference as R
-from src.reference.lesson import table_labels
 
 BOOK = Path(__file__).resolve().parents[1] / "book"
 PAGES = sorted(p for p in BOOK.glob("*.ipynb")
                if "ref.compare()" in p.read_text())
-LABELS = R.store.load_labels()
-#: What the table counts as a number (as `Lesson.compare` shows them).
-NUMBER = re.compile(r"-?[\d,]+(\.\d+)?(e[-+]?\d+)?")
+LABELS = R.load_labels()
 
 
 def compared_numbers(nb, lesson):
@@ -26,15 +23,7 @@ def compared_numbers(nb, lesson):
     return [k for k, record in glued.items()
             if k + R.REF_SUFFIX in glued and k not in excluded
             and record["kind"] == "value"
-            and NUMBER.fullmatch(R.format_value(record["value"]))]
-
-
-def table_words(nb):
-    found = {}
-    for cell in nb["cells"]:
-        if cell["cell_type"] == "markdown":
-            found.update(table_labels("".join(cell["source"])))
-    return found
+            and R.is_number(R.format_value(record["value"]))]
 
 
 def test_some_pages_compare():
@@ -47,7 +36,7 @@ def test_every_compared_number_has_a_label(path):
     lesson = path.stem
     keys = compared_numbers(nb, lesson)
     assert keys, "no compared numbers found: is the lesson executed?"
-    words = table_words(nb)
+    words = R.notebook_labels(nb)
     listed = LABELS.get(lesson, {})
     missing = [k for k in keys if k not in words and k not in listed]
     assert not missing, (f"{lesson}: label these in "

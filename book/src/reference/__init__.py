@@ -88,11 +88,12 @@ from .store import (
     FALLBACK_DEVICE, FIGURE_DATA, GLUE_PREFIX, LESSON_GLOB, NOT_CAPTURED,
     RAISES, REF_SUFFIX, STALE, STATES, compared_keys, current_fingerprints,
     default_device, fingerprint, glued_outputs, lesson_names, lesson_status,
-    load, load_exclusions, parse_glued, read_glued, reference_path, report,
-    set_default_device, status_of, unshown_keys)
+    load, load_exclusions, load_labels, parse_glued, read_glued,
+    reference_path, report, set_default_device, status_of, unshown_keys)
 from .lesson import (
     MISSING, STALE_MARK, FigureData, Lesson, Text, capture_words,
-    compare_table, format_value, key_label, short_name, table_labels)
+    compare_table, format_value, is_number, key_label, notebook_labels,
+    short_name, table_labels)
 from .machine import (
     RefusedError, device_info, device_slug, git_commit, refuse_model,
     run_info, today)
@@ -111,12 +112,13 @@ __all__ = [
     "FIGURE_DATA", "default_device", "set_default_device",
     "fingerprint", "parse_glued", "read_glued", "glued_outputs",
     "compared_keys", "reference_path", "load", "load_exclusions",
+    "load_labels",
     "lesson_names", "current_fingerprints", "status_of", "lesson_status",
     "report", "unshown_keys",
     # in a lesson (src.reference.lesson)
     "format_value", "FigureData", "Text", "Lesson", "compare_table",
     "short_name", "STALE_MARK", "MISSING", "capture_words", "key_label",
-    "table_labels",
+    "table_labels", "notebook_labels", "is_number",
     # this machine (src.reference.machine)
     "device_slug", "device_info", "git_commit", "run_info", "today",
     "RefusedError", "refuse_model",

@@ -306,15 +306,11 @@ class Lesson:
         """``{key: label}``: the words the lesson's own tables give each
         value ("first / later"), its glued values filled in, else those
         ``book/reference/labels.json`` gives it, else words made from the
-        key (`key_label`; tests/test_reference.py fails on a number that
+        key (`key_label`; tests/test_labels.py fails on a number that
         would show one)."""
         from .store import _read_lesson, load_labels
-        nb = _read_lesson(self.lesson) or {"cells": []}
-        found = {}
-        for cell in nb["cells"]:
-            if cell["cell_type"] == "markdown":
-                found.update(table_labels("".join(cell["source"]),
-                                          self.values))
+        found = notebook_labels(_read_lesson(self.lesson) or {"cells": []},
+                                self.values)
         listed = load_labels().get(self.lesson, {})
         return {k: found.get(k) or listed.get(k) or key_label(k)
                 for k in (*self.values, *self.series)}
@@ -373,6 +369,16 @@ def table_labels(markdown, values=None):
     return found
 
 
+def notebook_labels(nb, values=None):
+    """`table_labels` of every markdown cell of notebook ``nb`` (a dict, as
+    json.load reads it), a later table's label winning."""
+    found = {}
+    for cell in nb["cells"]:
+        if cell["cell_type"] == "markdown":
+            found.update(table_labels("".join(cell["source"]), values))
+    return found
+
+
 def capture_words(date, commit):
     """When and from what the reference ran, as plain words:
     ``"commit ee28add, 2026-11-23"``; a date the record lacks reads
@@ -388,7 +394,8 @@ def capture_words(date, commit):
     return f"commit {commit or 'not recorded'}, {date}"
 
 
-def _is_number(text):
+def is_number(text):
+    """Whether ``text`` (a `format_value`) is a number a table shows."""
     return re.fullmatch(r"-?[\d,]+(\.\d+)?(e[-+]?\d+)?", text) is not None
 
 
@@ -409,7 +416,7 @@ def compare_table(device_name, date, commit, rows, labels=None):
     from html import escape
     labels = labels or {}
     device = escape(device_name)
-    shown = [r for r in rows if _is_number(r[1]) and r[3] != EXCLUDED]
+    shown = [r for r in rows if is_number(r[1]) and r[3] != EXCLUDED]
     if date is None and commit is None:
         head = (f"<p>The {device} has not run this lesson yet: this run's "
                 "numbers stand alone.</p>")

@@ -73,8 +73,7 @@ def _settle(events):
     right after the record would read several times its real time)."""
     for e in events:
         if e._rec is not None:
-            queue, item = e._rec[0], e._rec[1]
-            queue.wait_done(item.seq)
+            e._rec[0].wait_done(e._rec[1].seq)     # (queue, item, capture)
 
 
 def benchmark(func, args=(), kwargs={}, n_repeat=10000, *, name=None,
