@@ -15,8 +15,9 @@ for each lesson, every run: when it ran, how long it took, the machine's
 load average before it (an idle 2-core machine reads well under 1), and
 each effect's value and verdict; and for each effect its values in run
 order, its GPU value and margin, and ``consecutive``: how many runs in a
-row, from the first, it held. Lessons not run this time keep their
-earlier record. The claim it backs: each registered effect points the
+row, from the first, it held; and the commit its runs were made at (the
+record's own ``commit`` is the latest run's). Lessons not run this time
+keep their earlier record. The claim it backs: each registered effect points the
 GPU's way in 5 consecutive runs on an idle machine (``-n 5``).
 """
 import datetime
@@ -127,7 +128,8 @@ def main(argv=None):
             print(f"{lesson} run {i + 1}/{args.n} "
                   f"({runs[-1]['seconds']:.0f} s, load {load}): {verdicts}"
                   + (f"; errors {errors}" if errors else ""))
-        lessons[lesson] = {"n": args.n, "runs": runs,
+        lessons[lesson] = {"n": args.n, "commit": record["commit"],
+                           "runs": runs,
                            "effects": summary(lesson, runs)}
         failed = failed or any(
             s["consecutive"] is not None and s["consecutive"] < args.n

@@ -197,8 +197,8 @@ EFFECTS = [
            MIXED, "host_beside_device", "wait_first_s / host_first_s",
            ("04_2_waiting/wrong_ms", "04_2_waiting/right_ms"),
            "wrong_ms / right_ms",
-           "the device work's real NumPy time (over 100 ms; modelled: under "
-           "1 ms) sets the host work's length and shares the host's cores "
-           "with it, so the two compete instead of overlapping",
+           "at a quarter of the GPU's size, the host's issuing and waiting, "
+           "which neither order hides, are over a quarter of the modelled "
+           "device work (on the H100, a tenth)",
            sizes=("overlap_n",)),
 ]
