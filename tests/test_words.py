@@ -59,3 +59,12 @@ def test_on_backend_defaults_to_this_run(monkeypatch):
 ])
 def test_times_as_long_never_calls_a_shorter_time_longer(ratio, said):
     assert words.times_as_long(ratio) == said
+
+
+@pytest.mark.parametrize("before, after, said", [
+    (13.5, 16.0, "grew"),           # the H100's eager over fused (03)
+    (9.57, 6.38, "shrank"),         # the model's, at its smaller sizes
+    (9.57, 9.6, "stayed the same"),  # equal at the 2 digits shown
+])
+def test_grew_or_shrank_agrees_with_the_digits_shown(before, after, said):
+    assert words.grew_or_shrank(before, after) == said

@@ -46,3 +46,12 @@ def times_as_long(ratio, digits=1):
     if ratio < 1:
         return f"less time ({ratio:.2f} times as long)"
     return f"{shown} times as long"
+
+
+def grew_or_shrank(before, after, digits=2):
+    """How a value changed from ``before`` to ``after`` as a sentence says
+    it: "grew", "shrank", or "stayed the same" when the two agree to the
+    ``digits`` significant digits the sentence shows."""
+    if f"{before:.{digits}g}" == f"{after:.{digits}g}":
+        return "stayed the same"
+    return "grew" if after > before else "shrank"
