@@ -59,7 +59,12 @@ def test_who_sets_the_pace_on_either_backend():
 
 def test_more_streams_in_words():
     assert "did not pay" in w.streams_words(1, 0.9, 1.5, 0.9, 1.5)
-    assert "past the bound" in w.streams_words(8, 2.0, 1.5, 1.4, 1.5)
+    assert "kept adding, past the bound" in w.streams_words(
+        8, 2.0, 1.5, 1.4, 1.5)
+    # The best count is two: more streams did not keep adding (a model run
+    # of 05: 1.44 on two streams, bound 1.28 on every count).
+    assert "added nothing, yet ran past their bound" in w.streams_words(
+        2, 1.40, 1.28, 1.44, 1.28)
     assert "well below the bound" in w.streams_words(2, 1.1, 1.9, 1.05, 1.9)
     assert "added little:" in w.streams_words(2, 1.5, 1.9, 1.45, 1.5)
     assert "added more (1.20 times" in w.streams_words(8, 1.8, 1.9, 1.5, 1.9)

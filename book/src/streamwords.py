@@ -111,10 +111,13 @@ def streams_words(best_streams, beyond, beyond_bound, speedup_2, bound):
         return ("overlap did not pay on this run: every count of streams "
                 "was slower than one stream")
     if beyond > 1.05 * beyond_bound:
-        return ("more streams kept adding, past the bound: the device did "
-                "not work as the bound assumes, copies in one direction "
-                "that share one link, and reductions that fit side by side "
-                "no more often than pipeline.kernels_at_once says")
+        lead = ("more streams kept adding, past the bound" if more >= 1.05
+                else "more streams than two added nothing, yet ran past "
+                "their bound")
+        return (lead + ": the device did not work as the bound assumes, "
+                "copies in one direction that share one link, and "
+                "reductions that fit side by side no more often than "
+                "pipeline.kernels_at_once says")
     if more < 1.1 and speedup_2 < 0.8 * bound:
         return ("more streams than two added little, and two streams "
                 "stayed well below the bound: what held them back is "
