@@ -64,7 +64,9 @@ def test_times_as_long_never_calls_a_shorter_time_longer(ratio, said):
 @pytest.mark.parametrize("before, after, said", [
     (13.5, 16.0, "grew"),           # the H100's eager over fused (03)
     (9.57, 6.38, "shrank"),         # the model's, at its smaller sizes
-    (9.57, 9.6, "stayed the same"),  # equal at the 2 digits shown
+    (9.2, 9.4, "stayed about the same"),    # a model run: noise
+    (10.0, 11.0, "stayed about the same"),  # at the tolerance
 ])
-def test_grew_or_shrank_agrees_with_the_digits_shown(before, after, said):
+def test_grew_or_shrank_calls_a_change_within_the_tolerance_none(
+        before, after, said):
     assert words.grew_or_shrank(before, after) == said

@@ -48,10 +48,11 @@ def times_as_long(ratio, digits=1):
     return f"{shown} times as long"
 
 
-def grew_or_shrank(before, after, digits=2):
+def grew_or_shrank(before, after, tolerance=1.1):
     """How a value changed from ``before`` to ``after`` as a sentence says
-    it: "grew", "shrank", or "stayed the same" when the two agree to the
-    ``digits`` significant digits the sentence shows."""
-    if f"{before:.{digits}g}" == f"{after:.{digits}g}":
-        return "stayed the same"
+    it: "grew" or "shrank" when one is more than ``tolerance`` times the
+    other, else "stayed about the same" (a run's noise moves the lessons'
+    ratios by a few percent)."""
+    if max(before, after) <= tolerance * min(before, after):
+        return "stayed about the same"
     return "grew" if after > before else "shrank"
