@@ -27,8 +27,12 @@ def test_a_copy_beside_a_kernel_or_none():
 
 
 def test_waited_for_a_blocking_stream_or_not():
-    assert w.waited_for(0.1, 5.0) == "did not wait for"
-    assert w.waited_for(4.0, 5.0) == "waited for"
+    assert w.waited_for(0.1, 5.0).startswith("did not wait for")
+    assert "as CUDA promises" in w.waited_for(0.1, 5.0)
+    # A wait CUDA does not ask for is not followed by "CUDA promises it
+    # does not" (the page's sentence once read so).
+    waited = w.waited_for(4.0, 5.0)
+    assert waited.startswith("waited for") and "promises" not in waited
 
 
 def test_the_race_in_words():
@@ -54,20 +58,35 @@ def test_who_sets_the_pace_on_either_backend():
         w.pace_words(1.0, 0.1))
     ahead = w.pace_words(0.95, 0.0)
     assert "head start" in ahead and "whole run, or longer" in ahead
+    assert "the host, not the device, would set the pace" in ahead
+    # Issuing took less than V2's run: the device sets the pace there.
+    part = w.pace_words(0.4, 0.0)
+    assert "device would have waited for the host at first" in part
+    assert "the host, not the device" not in part
     assert "a large part of V2's time" in w.pace_words(0.5, 0.0)
 
 
 def test_more_streams_in_words():
     assert "did not pay" in w.streams_words(1, 0.9, 1.5, 0.9, 1.5)
-    assert "kept adding, past the bound" in w.streams_words(
+    # Two streams slower than one: no "two streams already give" claim.
+    slower = w.streams_words(3, 1.02, 1.13, 0.96, 1.13)
+    assert "two streams were slower than one" in slower
+    assert "8 streams did best, past their bound" in w.streams_words(
         8, 2.0, 1.5, 1.4, 1.5)
+    # The best count is 3, not the most: no "kept adding".
+    assert "3 streams did best" in w.streams_words(3, 1.5, 1.3, 1.4, 1.3)
     # The best count is two: more streams did not keep adding (a model run
     # of 05: 1.44 on two streams, bound 1.28 on every count).
     assert "added nothing, yet ran past their bound" in w.streams_words(
         2, 1.40, 1.28, 1.44, 1.28)
+    assert "added little, yet ran past" in w.streams_words(
+        3, 1.24, 1.10, 1.20, 1.10)
     assert "well below the bound" in w.streams_words(2, 1.1, 1.9, 1.05, 1.9)
     assert "added little:" in w.streams_words(2, 1.5, 1.9, 1.45, 1.5)
     assert "added more (1.20 times" in w.streams_words(8, 1.8, 1.9, 1.5, 1.9)
+    # Just past the bound, inside the 5% it allows: not "within" it.
+    assert "up to about its bound" in w.streams_words(
+        8, 1.17, 1.13, 1.05, 1.13)
 
 
 def test_the_engines_busy_times_in_words():

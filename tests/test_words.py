@@ -70,3 +70,9 @@ def test_times_as_long_never_calls_a_shorter_time_longer(ratio, said):
 def test_grew_or_shrank_calls_a_change_within_the_tolerance_none(
         before, after, said):
     assert words.grew_or_shrank(before, after) == said
+
+
+def test_ranges_apart_explains_only_ranges_that_overlap():
+    note = " The two ranges overlap."
+    assert words.ranges_apart(2.12, 0.107, note) == ""     # the H100's
+    assert words.ranges_apart(0.028, 0.049, note) == note  # a model run

@@ -46,8 +46,14 @@ def copy_words(beside):
 
 def waited_for(waited_ms, blocking_ms):
     """Whether a host that waited ``waited_ms`` waited for a blocking
-    stream's kernel, which made it wait ``blocking_ms``."""
-    return "did not wait for" if waited_ms < blocking_ms / 2 else "waited for"
+    stream's kernel, which made it wait ``blocking_ms``, and what CUDA
+    says of it."""
+    if waited_ms < blocking_ms / 2:
+        return ("did not wait for the blocking stream's kernel, as CUDA "
+                "promises: the barrier is the legacy stream's alone")
+    return ("waited for the blocking stream's kernel, which CUDA does not "
+            "ask of it (the barrier is the legacy stream's alone): the "
+            "wait came from something else on the device")
 
 
 def racy_first(total, right):
@@ -99,7 +105,9 @@ def pace_words(share, gap_ms):
             "had a head start: Timeline's first kernel holds the "
             "streams for half a millisecond, and the host issued ahead "
             "meanwhile. Issuing took " + most + ", so without that start "
-            "the host, not the device, would set the pace at this size")
+            + ("the host, not the device, would set the pace at this size"
+               if share > 0.9 else "the device would have waited for the "
+               "host at first"))
 
 
 def streams_words(best_streams, beyond, beyond_bound, speedup_2, bound):
@@ -110,14 +118,22 @@ def streams_words(best_streams, beyond, beyond_bound, speedup_2, bound):
     if best_streams == 1:
         return ("overlap did not pay on this run: every count of streams "
                 "was slower than one stream")
+    if speedup_2 < 1:
+        return ("two streams were slower than one here, and no count of "
+                f"streams did better than {beyond:.2f}: overlap barely "
+                "paid on this run")
     if beyond > 1.05 * beyond_bound:
-        lead = ("more streams kept adding, past the bound" if more >= 1.05
-                else "more streams than two added nothing, yet ran past "
-                "their bound")
-        return (lead + ": the device did not work as the bound assumes, "
-                "copies in one direction that share one link, and "
-                "reductions that fit side by side no more often than "
-                "pipeline.kernels_at_once says")
+        if more >= 1.05:
+            lead = f"{best_streams} streams did best, past their bound"
+        else:
+            lead = ("more streams than two added "
+                    + ("little" if best_streams > 2 else "nothing")
+                    + ", yet ran past their bound")
+        return (lead + ": the run did not go as the bound assumes, with "
+                "copies in one direction that share one link, reductions "
+                "that fit side by side no more often than "
+                "pipeline.kernels_at_once says, and a one-stream run with "
+                "no idle time between its operations")
     if more < 1.1 and speedup_2 < 0.8 * bound:
         return ("more streams than two added little, and two streams "
                 "stayed well below the bound: what held them back is "
@@ -128,9 +144,11 @@ def streams_words(best_streams, beyond, beyond_bound, speedup_2, bound):
         return ("more streams than two added little: two streams already "
                 "give the copies and the reductions work while the other "
                 "is busy")
+    within = ("within the bound" if beyond <= beyond_bound
+              else "up to about its bound")
     return (f"more streams than two added more ({more:.2f} times two "
-            "streams' speedup), within the bound: two streams had not "
-            "yet kept both engines busy")
+            f"streams' speedup), {within}: two streams had not yet kept "
+            "both engines busy")
 
 
 def engines_words(r_copy, r_compute):

@@ -56,3 +56,11 @@ def grew_or_shrank(before, after, tolerance=1.1):
     if max(before, after) <= tolerance * min(before, after):
         return "stayed about the same"
     return "grew" if after > before else "shrank"
+
+
+def ranges_apart(waited_min, other_max, note):
+    """``note`` (a sentence that explains it) when the calls that waited
+    were not all slower than the calls that did not, ``""`` when the
+    slowest of the others (``other_max``) was faster than the fastest
+    that waited (``waited_min``)."""
+    return "" if waited_min > other_max else note
