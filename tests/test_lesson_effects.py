@@ -151,7 +151,11 @@ CELLS_04 = ("2d7f0cc0", "a4b1c0de", "4ade904b", "0a0d31f6", "a4b1c0df",
 def test_a_seeded_tiny_size_inverts_04_and_the_checker_fails():
     """04's own cells, run on the model with the matrix shrunk from the
     lesson's size to 16 x 16: the device does the product sooner than the
-    host queues it, and the registry's check of that run fails."""
+    host queues it, and the registry's check of that run fails. It fails
+    against the GPU on a quiet machine; under load (a CI run's other test
+    process) the host's Python can slow the tiny product's timing as
+    much as its queueing, and the run reads inside the margin: a failure
+    all the same, which is what this test is about."""
     cells = {c["id"]: "".join(c["source"]) for c in stored("04_1_queueing")[
         "cells"]}
     size = "n = pick(cpu=1000, gpu=4000)"
@@ -176,7 +180,9 @@ def test_a_seeded_tiny_size_inverts_04_and_the_checker_fails():
     glued = json.loads(out.stdout.strip().splitlines()[-1])
     failed = {e.key: verdict for e, _, verdict in effects.failures(
         [QUEUE], {"04_1_queueing": glued})}
-    assert failed == {"device_over_queue": "against the GPU"}, glued
+    assert set(failed) == {"device_over_queue"}, glued
+    assert failed["device_over_queue"] in ("against the GPU",
+                                           "inside its margin"), glued
 
 
 def test_the_runs_record_counts_the_runs_in_a_row_an_effect_held():

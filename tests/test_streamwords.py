@@ -66,6 +66,15 @@ def test_who_sets_the_pace_on_either_backend():
     assert "a large part of V2's time" in w.pace_words(0.5, 0.0)
 
 
+def test_who_sets_the_energy_pace_in_words():
+    assert "the device sets the pace" in w.energy_pace_words(0.5)
+    assert "as much as the device's" in w.energy_pace_words(0.9)
+    # A model run of 05.3: a chunk took the host 1.9 times its copy.
+    host = w.energy_pace_words(1.9)
+    assert "the host, not the device, sets the pace" in host
+    assert "the device sets" not in host
+
+
 def test_more_streams_in_words():
     assert "did not pay" in w.streams_words(1, 0.9, 1.5, 0.9, 1.5)
     # Two streams slower than one: no "two streams already give" claim.

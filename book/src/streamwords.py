@@ -110,6 +110,25 @@ def pace_words(share, gap_ms):
                "host at first"))
 
 
+def energy_pace_words(ratio):
+    """Who sets the pace of the chunked energy: ``ratio`` is the host's
+    time to issue one chunk's work over the time its copy takes the link
+    (the longer of the chunk's two operations, as MindSpore's sizes
+    make it)."""
+    if ratio > 1.1:
+        return ("the host issues more slowly than the link copies, so over "
+                "many chunks the host, not the device, sets the pace, and "
+                "a second stream can only overlap work that the host has "
+                "already queued (section 5.2 asks the same of NVIDIA's "
+                "demo). Over a few chunks, the half millisecond for which "
+                "the timeline's first kernel holds the streams lets the "
+                "host get ahead, so a short run can still overlap")
+    if ratio > 0.7:
+        return ("the host issues about as fast as the link copies, so the "
+                "host's pace matters as much as the device's")
+    return ("the host keeps ahead of the link, so the device sets the pace")
+
+
 def streams_words(best_streams, beyond, beyond_bound, speedup_2, bound):
     """What more streams than two did for the chunked energy: the best
     count, the best speedup past two (and its bound), two streams'
