@@ -102,6 +102,20 @@ def test_the_engines_busy_times_in_words():
     assert "overlapped, such as kernels" in w.engines_words(0.5, 1.0)
     assert "slowed each other" in w.engines_words(1.0, 1.3)
     assert w.engines_words(1.0, 1.05) == "about what they were on one stream"
+    # Inferred starts never overlap on one engine: less busy time on two
+    # streams is the one-stream spans' lateness (a model run of 05.3).
+    late = w.engines_words(0.97, 0.85 - 0.01, inferred=True)
+    assert "That is not overlap" in late and "lateness" in late
+    assert "side by side" not in late
+    longer = w.engines_words(1.03, 1.17, inferred=True)
+    assert "or the host fell behind" in longer
+
+
+def test_past_the_bound_in_words():
+    assert w.past_bound_words(1.13, 1.13) == ""
+    assert w.past_bound_words(1.10, 1.15) == ""
+    past = w.past_bound_words(1.20, 1.15)
+    assert past.startswith(" Two streams ran past the bound")
 
 
 def test_two_streams_beside_their_bound():

@@ -170,22 +170,48 @@ def streams_words(best_streams, beyond, beyond_bound, speedup_2, bound):
             "both engines busy")
 
 
-def engines_words(r_copy, r_compute):
+def engines_words(r_copy, r_compute, inferred=False):
     """The engines' busy times on two streams, ``r_copy`` and
-    ``r_compute`` times their one-stream times, in words."""
+    ``r_compute`` times their one-stream times, in words. ``inferred``:
+    every start was inferred (`timeline.on_engines`), so no two
+    operations of one engine overlap on the timeline."""
+    ratios = f"{r_copy:.2f} and {r_compute:.2f} times their one-stream times"
+    if min(r_copy, r_compute) < 0.85 and inferred:
+        return (ratios + ": less busy time for the same work. That is not "
+                "overlap, since the timeline places operations whose start "
+                "it infers one at a time on each engine: the one-stream "
+                "spans were longer. A span starts at an event that the "
+                "stream reaches before the host has issued the operation, "
+                "and one stream runs dry whenever the host falls behind, so "
+                "there the spans also counted the host's lateness")
     if min(r_copy, r_compute) < 0.85:
-        return (f"{r_copy:.2f} and {r_compute:.2f} times their one-stream "
-                "times. An engine that runs one operation at a time cannot "
-                "do the same work in less time, so here operations on the "
-                "same engine overlapped, such as kernels running side by "
-                "side, and the timeline, which starts each one when the one "
-                "before it on its engine ended, counted only part of their "
-                "time")
+        return (ratios + ". An engine that runs one operation at a time "
+                "cannot do the same work in less time, so here operations "
+                "on the same engine overlapped, such as kernels running "
+                "side by side, and the timeline, which starts each one when "
+                "the one before it on its engine ended, counted only part "
+                "of their time")
+    if max(r_copy, r_compute) > 1.15 and inferred:
+        return (ratios + ": more busy time for the same work. Operations "
+                "that overlapped may have slowed each other down, or the "
+                "host fell behind more often: a span whose start is "
+                "inferred also counts the host's lateness")
     if max(r_copy, r_compute) > 1.15:
-        return (f"{r_copy:.2f} and {r_compute:.2f} times their one-stream "
-                "times: operations that overlapped also slowed each other "
-                "down")
+        return (ratios + ": operations that overlapped also slowed each "
+                "other down")
     return "about what they were on one stream"
+
+
+def past_bound_words(speedup_2, bound):
+    """A sentence for two streams' speedup past its bound for one
+    reduction at a time ("" within it)."""
+    if round(speedup_2, 2) <= round(bound, 2):
+        return ""
+    return (" Two streams ran past the bound for one reduction at a time "
+            "here: either reductions ran side by side, which that bound "
+            "excludes, or the one-stream busy times it comes from were "
+            "longer than the work, as they are when the host falls behind "
+            "(below).")
 
 
 def above_bound(speedup_2, bound):
