@@ -303,16 +303,17 @@ class Lesson:
             self.rows(), labels=self.labels())))
 
     def labels(self):
-        """``{key: label}``: the words the lesson's own tables give each
-        value ("first / later"), its glued values filled in, else those
-        ``book/reference/labels.json`` gives it, else words made from the
-        key (`key_label`; tests/test_labels.py fails on a number that
-        would show one)."""
+        """``{key: label}``: those ``book/reference/labels.json`` gives
+        (where a table's words lack something, such as the unit), else
+        the words the lesson's own tables give each value ("first /
+        later"), its glued values filled in, else words made from the key
+        (`key_label`; tests/test_labels.py fails on a number that would
+        show one)."""
         from .store import _read_lesson, load_labels
         found = notebook_labels(_read_lesson(self.lesson) or {"cells": []},
                                 self.values)
         listed = load_labels().get(self.lesson, {})
-        return {k: found.get(k) or listed.get(k) or key_label(k)
+        return {k: listed.get(k) or found.get(k) or key_label(k)
                 for k in (*self.values, *self.series)}
 
 
@@ -418,8 +419,9 @@ def compare_table(device_name, date, commit, rows, labels=None):
     device = escape(device_name)
     shown = [r for r in rows if is_number(r[1]) and r[3] != EXCLUDED]
     if date is None and commit is None:
-        head = (f"<p>The {device} has not run this lesson yet: this run's "
-                "numbers stand alone.</p>")
+        head = (f"<p>The {device} has not run this lesson yet, so its "
+                "column below is all dashes: this run's numbers stand "
+                "alone.</p>")
     else:
         head = (f"<p>The reference: this lesson as the {device} ran it "
                 f"({escape(capture_words(date, commit))}).</p>")
