@@ -204,8 +204,8 @@ def engines_words(r_copy, r_compute, inferred=False):
 
 def past_bound_words(speedup_2, bound):
     """A sentence for two streams' speedup past its bound for one
-    reduction at a time ("" within it)."""
-    if round(speedup_2, 2) <= round(bound, 2):
+    reduction at a time ("" within it, as the page shows them)."""
+    if not _past(speedup_2, bound):
         return ""
     return (" Two streams ran past the bound for one reduction at a time "
             "here: either reductions ran side by side, which that bound "
@@ -214,8 +214,14 @@ def past_bound_words(speedup_2, bound):
             "(below).")
 
 
+def _past(speedup_2, bound):
+    """Whether two streams' speedup is past its bound at the two decimals
+    the page shows."""
+    return round(speedup_2, 2) > round(bound, 2)
+
+
 def above_bound(speedup_2, bound):
     """How two streams' speedup reads beside its bound."""
-    if round(speedup_2, 2) > round(bound, 2):
+    if _past(speedup_2, bound):
         return "above its bound for one reduction at a time,"
     return "against a bound of"
