@@ -106,8 +106,8 @@ def calibration_section(result):
     lines += [
         "## The host's cost to issue a call",
         "",
-        "Measured for `benchmarks/calibrate.py`, no effect reads them: the "
-        "host's time per call, the fastest of five rounds of "
+        "These are measured for `benchmarks/calibrate.py`, and no effect "
+        "reads them: the host's time per call, the fastest of five rounds of "
         f"{ISSUE_CALLS:,} calls from an idle device, beside the issue time "
         f"the model's {profile.name} profile charges for the call's kind "
         "(`host.issue_us`). "
@@ -197,9 +197,14 @@ def markdown(result):
         agrees = {AGREES: "yes", DIFFERS: "no", FLAGGED: "flagged"}.get(
             r["verdict"], r["verdict"])
         cls = r["class"] + (", gain" if r["judged_on"] != "ratio" else "")
+        reason = r["reason"] or (
+            "its reference is stale: the GPU ran code the book has since "
+            "changed, and a GPU run will re-measure it"
+            if r["verdict"] == DIFFERS and
+            r["reference_state"] == refs.STALE else "")
         lines.append(f"| {r['title']} | {r['lesson'][:2]} | {cls} "
                      f"| {size_cell(r)} | {fmt(r['live'])} | {ref} "
-                     f"| {agrees} | {r['reason']} |")
+                     f"| {agrees} | {reason} |")
     lines += [
         "",
         f"Device-only effects within a factor of {FACTOR:g}: "

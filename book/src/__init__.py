@@ -9,9 +9,14 @@ CuPy, and the model's stand-in for it (`src.nvmlmodel`) beside the model.
 from .backend import choose as _choose
 from .backend import choose_nvml as _choose_nvml
 
-#: ``BACKEND`` is ``"gpu"`` or ``"cpu"``; ``cp`` and ``cpx`` are CuPy and
-#: cupyx on a GPU, or the CPU device model's mirrors of them.
-BACKEND, cp, cpx = _choose()
+_chosen = _choose()
+#: ``"gpu"`` or ``"cpu"``: the backend this process runs the lessons on.
+BACKEND = _chosen[0]
+#: CuPy on a GPU, else the CPU device model's mirror of it.
+cp = _chosen[1]
+#: ``cupyx`` on a GPU, else the CPU device model's mirror of it.
+cpx = _chosen[2]
+del _chosen
 
 
 def __getattr__(name):

@@ -157,8 +157,8 @@ def run_bound(ops, labels=LABELS):
     """The most overlap could have given this run: its ops' durations added
     up over the longest time any one label kept busy (`timeline.busy`,
     the union of its ops' intervals). It always holds, on any GPU, because
-    a run cannot end before every label's busy time has passed: ``gained(
-    ops) <= run_bound(ops)``. It is only as true as the starts are: an
+    a run cannot end before every label's busy time has passed:
+    ``gained(ops) <= run_bound(ops)``. It is only as true as the starts are: an
     inferred start makes its label's ops run one at a time."""
     return (sum(work(ops, lb) for lb in labels)
             / max(busy(ops, lb) for lb in labels))

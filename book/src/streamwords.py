@@ -204,7 +204,8 @@ def engines_words(r_copy, r_compute, inferred=False):
 
 def past_bound_words(speedup_2, bound):
     """A sentence for two streams' speedup past its bound for one
-    reduction at a time ("" within it, as the page shows them)."""
+    reduction at a time, at the digits the page shows; the empty string
+    when the speedup is not past it."""
     if not _past(speedup_2, bound):
         return ""
     return (" Two streams ran past the bound for one reduction at a time "

@@ -7,7 +7,7 @@ engines' schedules and ``%globaltimer`` read it.
 Each **host thread** sees the device clock through its own view,
 `host_now`: the time at which that thread issues work to the device, as a
 GPU's host would. The model's own Python is slower than CuPy's (an addition
-takes the model 30-60 us to issue, CuPy about 10), and its real work is
+takes the model about 60 us to issue, CuPy about 10), and its real work is
 slower than the device it models (a copy into device memory that the
 profile says takes 5 ms is a memcpy of 40 ms on the CPU). Neither may leak
 into device time, or a kernel issued right after a copy would start late

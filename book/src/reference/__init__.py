@@ -38,7 +38,7 @@ holds its slug (``nvidia-h100``), `default_device` reads it, and
 ``book/reference/SLUG.json`` exists); execute the lessons again to show
 the new reference.
 
-Each reference value is in one of three states:
+Each glued value is in one of four states:
 
 * **current**: the code cell that glues it is the one that ran on the GPU;
 * **stale**: that cell has changed since the GPU ran it, or the entry is
@@ -46,11 +46,10 @@ Each reference value is in one of three states:
   what it measures (the value is shown with `STALE_MARK`, which
   ``ref.compare()`` explains once a page);
 * **not captured**: no GPU run has glued it yet (a table shows `MISSING`,
-  a dash; a sentence drops the clause).
-
-A few glued values are not measurements (a size the lesson chose, a figure
-quoted from a source); ``book/reference/exclusions.json`` lists them, each
-with its reason, and they get no reference.
+  a dash; a sentence drops the clause);
+* **excluded**: not a measurement (a size the lesson chose, a figure
+  quoted from a source); ``book/reference/exclusions.json`` lists each
+  with its reason, and it gets no reference.
 
 From ``book/``, ``python -m src.reference`` writes and checks references:
 

@@ -94,8 +94,8 @@ class Text(str):
     ``text/plain`` as a Python literal, so a text that would read as
     another value ("2,929" as a tuple of two numbers) is quoted, and any
     other is itself (no quotes, an apostrophe or not). Every text is also
-    Markdown, so that a sentence pastes one that may quote code in
-    backticks with ``{glue:md}``, whatever this run's words are."""
+    Markdown, so that a sentence can paste with ``{glue:md}`` a text
+    that quotes code in backticks, whatever this run's words are."""
 
     def __repr__(self):
         text = str(self)
@@ -191,9 +191,9 @@ class Lesson:
     def glue_ref(self, name, text):
         """Glue ``text``, words about the reference run that the lesson
         computed from its values (`reference`), as ``name``: a name that
-        ends in ``_ref``, as the reference texts `glue` glues do, and
-        that no `glue` of this lesson glues; like theirs, it is never
-        captured as a measurement of its own."""
+        ends in ``_ref``, like the reference values `glue` glues beside
+        each value, and that no `glue` of this lesson glues; like them, it
+        is never captured as a measurement of its own."""
         base = name[:-len(REF_SUFFIX)]
         if not name.endswith(REF_SUFFIX) or not base or base in self.values:
             raise ValueError(f"{name!r}: words about the reference are "
@@ -230,7 +230,8 @@ class Lesson:
         text of ``key`` (``{ref_gpu}`` and ``{ref_gpu_short}``: the
         reference GPU's name), or ``""`` when any of its values was not
         captured: a clause whose reference is missing drops out of the
-        sentence. ``"(on the {ref_gpu_short}: {trip_gbs} GB/s)"``."""
+        sentence. For example ``"(on the {ref_gpu_short}: {trip_gbs}
+        GB/s)"``."""
         names = dict(zip(DEVICE_KEYS, (self.gpu, self.gpu_short)))
         keys = [f for _, f, _, _ in string.Formatter().parse(template)
                 if f]

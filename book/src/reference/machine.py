@@ -81,9 +81,10 @@ def device_info(index=0):
     return info
 
 
-def git_commit(where=BOOK):
-    """The short hash of the checkout, ``+dirty`` if tracked files
-    changed; ``unknown`` outside git."""
+def git_commit(where=None):
+    """The short hash of the checkout at ``where`` (default: the book's),
+    ``+dirty`` if tracked files changed; ``unknown`` outside git."""
+    where = BOOK if where is None else where
     def git(*args):
         return subprocess.run(["git", "-C", str(where), *args],
                               capture_output=True, text=True, timeout=30,
