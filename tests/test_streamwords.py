@@ -96,6 +96,17 @@ def test_more_streams_in_words():
     # Just past the bound, inside the 5% it allows: not "within" it.
     assert "up to about its bound" in w.streams_words(
         8, 1.17, 1.13, 1.05, 1.13)
+    # A count past two slower than one stream says so (a model run of 05.3:
+    # 3 streams at 0.95 beside "added little").
+    worse = w.streams_words(2, 1.05, 1.13, 1.11, 1.13, worst=(3, 0.95))
+    assert worse.startswith("more streams than two added little")
+    assert worse.endswith("3 streams were even slower than one (0.95)")
+    # 0.996 shows as 1.00: not "slower" at the page's digits.
+    assert "slower than one" not in w.streams_words(
+        2, 1.05, 1.13, 1.11, 1.13, worst=(3, 0.996))
+    # Every count slower: the first sentence says it, no second clause.
+    assert "even slower" not in w.streams_words(
+        1, 0.9, 1.5, 0.9, 1.5, worst=(3, 0.8))
 
 
 def test_the_engines_busy_times_in_words():
@@ -121,3 +132,14 @@ def test_past_the_bound_in_words():
 def test_two_streams_beside_their_bound():
     assert w.above_bound(1.6, 1.5).startswith("above its bound")
     assert w.above_bound(1.5, 1.501) == "against a bound of"
+
+
+def test_the_timelines_in_words():
+    faster = w.timeline_words(0.71, 0.52)
+    assert "one stream took 0.71 ms and two streams 0.52 ms" in faster
+    assert "ran while" in faster
+    # A model run of 05.3: two streams 0.83 ms, one 0.71 ms.
+    slower = w.timeline_words(0.71, 0.83)
+    assert "gained nothing" in slower and "host" in slower
+    # Equal at the two decimals shown: no gain claimed.
+    assert "gained nothing" in w.timeline_words(0.712, 0.714)

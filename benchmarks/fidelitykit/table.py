@@ -198,8 +198,7 @@ def markdown(result):
             r["verdict"], r["verdict"])
         cls = r["class"] + (", gain" if r["judged_on"] != "ratio" else "")
         reason = r["reason"] or (
-            "its reference is stale: the GPU ran code the book has since "
-            "changed, and a GPU run will re-measure it"
+            "stale reference: awaits a GPU run"
             if r["verdict"] == DIFFERS and
             r["reference_state"] == refs.STALE else "")
         lines.append(f"| {r['title']} | {r['lesson'][:2]} | {cls} "

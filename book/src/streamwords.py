@@ -129,10 +129,23 @@ def energy_pace_words(ratio):
     return ("the host keeps ahead of the link, so the device sets the pace")
 
 
-def streams_words(best_streams, beyond, beyond_bound, speedup_2, bound):
+def streams_words(best_streams, beyond, beyond_bound, speedup_2, bound,
+                  worst=None):
     """What more streams than two did for the chunked energy: the best
     count, the best speedup past two (and its bound), two streams'
-    speedup and its bound for one reduction at a time."""
+    speedup and its bound for one reduction at a time; ``worst``, the
+    ``(count, speedup)`` of the slowest count past two, adds that it was
+    slower than one stream where it was, at the digits the page shows."""
+    words = _streams_words(best_streams, beyond, beyond_bound, speedup_2,
+                           bound)
+    if worst is not None and best_streams != 1 and \
+            round(worst[1], 2) < 1:
+        words += (f"; {worst[0]} streams were even slower than one "
+                  f"({worst[1]:.2f})")
+    return words
+
+
+def _streams_words(best_streams, beyond, beyond_bound, speedup_2, bound):
     more = beyond / speedup_2
     if best_streams == 1:
         return ("overlap did not pay on this run: every count of streams "
@@ -226,3 +239,18 @@ def above_bound(speedup_2, bound):
     if _past(speedup_2, bound):
         return "above its bound for one reduction at a time,"
     return "against a bound of"
+
+
+def timeline_words(one_ms, two_ms):
+    """What the timelines of the chunked energy show: two streams' total
+    time against one stream's, and why where two gained nothing (at the
+    two decimals the sentence shows)."""
+    head = (f"In these runs one stream took {one_ms:.2f} ms and two streams "
+            f"{two_ms:.2f} ms")
+    if round(two_ms, 2) < round(one_ms, 2):
+        return (head + ": on two streams the copy of the next chunk ran "
+                "while the last one was reduced.")
+    return (head + ": here the second stream gained nothing. Where both "
+            "lanes sit idle, the host had not yet queued the next chunk: "
+            "it issued the chunks more slowly than the link copied them, "
+            "as the host's pace, measured below, shows.")
