@@ -135,11 +135,16 @@ def test_two_streams_beside_their_bound():
 
 
 def test_the_timelines_in_words():
-    faster = w.timeline_words(0.71, 0.52)
+    faster = w.timeline_words(0.71, 0.52, 2.0)
     assert "one stream took 0.71 ms and two streams 0.52 ms" in faster
     assert "ran while" in faster
-    # A model run of 05.3: two streams 0.83 ms, one 0.71 ms.
-    slower = w.timeline_words(0.71, 0.83)
-    assert "gained nothing" in slower and "host" in slower
+    # A model run of 05.3: two streams 0.83 ms, one 0.71 ms, the host's
+    # issue 2.2 times the link's copy.
+    slower = w.timeline_words(0.71, 0.83, 2.2)
+    assert "gained nothing" in slower and "more slowly than the link" in slower
     # Equal at the two decimals shown: no gain claimed.
-    assert "gained nothing" in w.timeline_words(0.712, 0.714)
+    assert "gained nothing" in w.timeline_words(0.712, 0.714, 2.0)
+    # Nothing gained with the host ahead: no blame on the host's pace.
+    ahead = w.timeline_words(0.71, 0.72, 0.5)
+    assert "kept up with the link" in ahead
+    assert "more slowly than the link" not in ahead
