@@ -13,7 +13,6 @@ a seeded tiny size, where the device finishes the product sooner than the
 host queues it.
 """
 import copy
-import dataclasses
 import json
 import subproc
 import sys
@@ -121,10 +120,8 @@ def with_glued(nb, changes):
     return nb
 
 
-#: The check of 04's queueing against doing, as if the model could show it
-#: at the lesson's size (it cannot: the registry says why).
-QUEUE = dataclasses.replace(effects.BY_KEY["device_over_queue"],
-                            model_cannot="")
+#: The check of 04's queueing against doing.
+QUEUE = effects.BY_KEY["device_over_queue"]
 
 
 def test_the_checker_fails_on_a_stored_run_with_an_inverted_effect():
@@ -135,7 +132,7 @@ def test_the_checker_fails_on_a_stored_run_with_an_inverted_effect():
     inside = effects.lesson_values(
         with_glued(nb, {"device_ms": queue * 1.1}))
     verdicts = {v: {e.key: verdict for e, _, verdict in effects.failures(
-                    TESTED + [QUEUE], {"04_1_queueing": vals})}
+                    TESTED, {"04_1_queueing": vals})}
                 for v, vals in (("inverted", inverted),
                                 ("inside", inside))}
     assert verdicts["inverted"]["device_over_queue"] == "against the GPU"
@@ -197,7 +194,7 @@ def test_the_runs_record_counts_the_runs_in_a_row_an_effect_held():
     assert seen["print_over_queue"]["values"][1] == 1.0
     assert seen["launch_blocking_over_async"]["consecutive"] == 3
     assert seen["first_launch_waits"]["consecutive"] is None   # awaiting
-    assert seen["device_over_queue"]["consecutive"] is None    # cannot
+    assert seen["device_over_queue"]["consecutive"] == 1
     ahead = effects_runs.summary("04_3_ahead", [effects_runs.record_run(
         "04_3_ahead", values("04_3_ahead"), [], 1.0, 0.1)])
     assert ahead["unbounded_over_bounded_peak"]["consecutive"] is None  # stale

@@ -28,8 +28,9 @@ def test_lesson_opens_with_title_and_banner(nb):
     # "# Devices", not "# 1. Devices": the numbered part of _toc.yml adds
     # the chapter number, and a second one would read "1. 1. Devices".
     assert re.match(r"# [A-Z]", nb.cells[0].source), nb.cells[0].source
-    first = code_cells(nb)[0].source
-    assert "banner()" in first and "from src import" in first
+    guard, first = code_cells(nb)[:2]     # the guard is hidden
+    assert "remove-cell" in guard.metadata.get("tags", [])
+    assert "banner()" in first.source and "from src import" in first.source
 
 
 def test_lesson_has_objectives_summary_and_exercises(nb):

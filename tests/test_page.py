@@ -53,10 +53,15 @@ def lesson(request):
 
 
 def test_the_set_up_cells_show_only_the_banner(lesson):
-    """The first two code cells (the banner, the imports) show the banner
-    and nothing else: no value of a last expression, such as the dict
-    ``{'profile_gpu': H100, ...}`` that `Lesson.glue_profile` returns."""
-    first, second = code_cells(read(lesson))[:2]
+    """The first code cell, hidden, checks that ``src`` can be imported
+    and shows nothing; the next two (the banner, the imports) show the
+    banner and nothing else: no value of a last expression, such as the
+    dict ``{'profile_gpu': H100, ...}`` that `Lesson.glue_profile`
+    returns."""
+    guard, first, second = code_cells(read(lesson))[:3]
+    assert "remove-cell" in guard["metadata"].get("tags", [])
+    assert not guard["outputs"]
+    assert text(first["source"]).startswith("from src import cp, cpx")
     assert "Backend:" in "".join(shown(o) for o in first["outputs"])
     for cell in (first, second):
         results = [o for o in cell["outputs"]

@@ -104,6 +104,12 @@ def test_more_streams_in_words():
     # 0.996 shows as 1.00: not "slower" at the page's digits.
     assert "slower than one" not in w.streams_words(
         2, 1.05, 1.13, 1.11, 1.13, worst=(3, 0.996))
+    # Every count past two that was slower is named (a model run: 4 and 8
+    # streams below one, 3 streams not).
+    many = w.streams_words(2, 1.11, 1.13, 1.11, 1.13,
+                           worst=[(3, 1.11), (4, 0.89), (8, 0.73)])
+    assert many.endswith("4 and 8 streams were even slower than one "
+                         "(0.89 and 0.73)")
     # Every count slower: the first sentence says it, no second clause.
     assert "even slower" not in w.streams_words(
         1, 0.9, 1.5, 0.9, 1.5, worst=(3, 0.8))

@@ -53,10 +53,13 @@ def banner():
         print("  real work on the CPU; events and the book's host clock read")
         print(f"  one timeline modelled on an {_hardware.profile.device} "
               "profile;")
-        print("  a bare time.perf_counter reads the CPU (see backends.md)")
+        print("  a bare time.perf_counter reads the CPU (the book's page")
+        print("  \"Running with a GPU and without one\" says more)")
     for i, name in enumerate(device_names()):
         total = cp.cuda.runtime.getDeviceProperties(i)["totalGlobalMem"]
         print(f"  device {i}: {name}, {total / 2**30:.1f} GiB")
+    if BACKEND != "gpu":
+        print("  (each device's memory: BOOK_CPU_DEVICE_MEMORY)")
 
 
 __all__ = ["BACKEND", "cp", "cpx", "banner", "device_names", "pick"]

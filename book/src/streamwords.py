@@ -139,15 +139,26 @@ def streams_words(best_streams, beyond, beyond_bound, speedup_2, bound,
     """What more streams than two did for the chunked energy: the best
     count, the best speedup past two (and its bound), two streams'
     speedup and its bound for one reduction at a time; ``worst``, the
-    ``(count, speedup)`` of the slowest count past two, adds that it was
-    slower than one stream where it was, at the digits the page shows."""
+    ``(count, speedup)`` of each count past two (or of the slowest one),
+    adds which of them were slower than one stream, at the digits the
+    page shows."""
     words = _streams_words(best_streams, beyond, beyond_bound, speedup_2,
                            bound)
-    if worst is not None and best_streams != 1 and \
-            round(worst[1], 2) < 1:
-        words += (f"; {worst[0]} streams were even slower than one "
-                  f"({worst[1]:.2f})")
+    pairs = [] if worst is None else (
+        [worst] if isinstance(worst[0], (int, float)) else list(worst))
+    slower = [(n, s) for n, s in sorted(pairs) if round(s, 2) < 1]
+    if slower and best_streams != 1:
+        counts = _listed([f"{n}" for n, _ in slower])
+        values = _listed([f"{s:.2f}" for _, s in slower])
+        words += (f"; {counts} streams were even slower than one "
+                  f"({values})")
     return words
+
+
+def _listed(items):
+    """``["a", "b", "c"]`` as "a, b and c"."""
+    return items[0] if len(items) == 1 else (
+        ", ".join(items[:-1]) + " and " + items[-1])
 
 
 def _streams_words(best_streams, beyond, beyond_bound, speedup_2, bound):

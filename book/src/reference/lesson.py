@@ -228,10 +228,13 @@ class Lesson:
     def clause(self, template):
         """``template`` with each ``{key}`` replaced by the reference
         text of ``key`` (``{ref_gpu}`` and ``{ref_gpu_short}``: the
-        reference GPU's name), or ``""`` when any of its values was not
-        captured: a clause whose reference is missing drops out of the
-        sentence. For example ``"(on the {ref_gpu_short}: {trip_gbs}
-        GB/s)"``."""
+        reference GPU's name), or ``""`` when any of its values is not
+        current: a clause whose reference is missing, or stale (measured
+        by an older version of its cell, so that a sentence could set it
+        against a number it no longer matches), drops out of the
+        sentence; the lesson's table of reference values still shows a
+        stale one, marked. For example ``"(on the {ref_gpu_short}:
+        {trip_gbs} GB/s)"``."""
         names = dict(zip(DEVICE_KEYS, (self.gpu, self.gpu_short)))
         keys = [f for _, f, _, _ in string.Formatter().parse(template)
                 if f]
@@ -243,7 +246,7 @@ class Lesson:
             return ""
 
     def _present(self, key):
-        if self.status(key) in (NOT_CAPTURED, EXCLUDED):
+        if self.status(key) != CURRENT:
             raise MissingReference(key)
         return self.reference_text(key)
 
@@ -382,18 +385,15 @@ def notebook_labels(nb, values=None):
 
 
 def capture_words(date, commit):
-    """When and from what the reference ran, as plain words:
-    ``"commit ee28add, 2026-11-23"``; a date the record lacks reads
-    ``"date not recorded"``, with what the record knows of it
-    (``"not recorded (before 2026-11-23)"`` reads ``"commit ee28add,
-    date not recorded, before 2026-11-23"``)."""
+    """From what, and when, the reference ran, as plain words:
+    ``"commit ee28add, 2026-11-23"``; a date the record lacks is left out
+    (``"not recorded (before 2026-11-23)"`` reads ``"commit ee28add"``),
+    as is a commit it lacks."""
     date = str(date or "").strip()
-    inner = re.fullmatch(r"not recorded\s*\((.*)\)", date)
-    if inner:
-        date = f"date not recorded, {inner.group(1)}"
-    elif not date or date == "not recorded":
-        date = "date not recorded"
-    return f"commit {commit or 'not recorded'}, {date}"
+    if not date or date.startswith("not recorded"):
+        date = ""
+    words = [w for w in (f"commit {commit}" if commit else "", date) if w]
+    return ", ".join(words)
 
 
 def is_number(text):
@@ -419,13 +419,15 @@ def compare_table(device_name, date, commit, rows, labels=None):
     labels = labels or {}
     device = escape(device_name)
     shown = [r for r in rows if is_number(r[1]) and r[3] != EXCLUDED]
-    if date is None and commit is None:
-        head = (f"<p>The {device} has not run this lesson yet, so its "
-                "column below is all dashes: this run's numbers stand "
-                "alone.</p>")
+    never = date is None and commit is None
+    if never:
+        head = (f"<p>The {device} has not run this lesson yet: the "
+                "numbers below are this run's alone.</p>")
     else:
-        head = (f"<p>The reference: this lesson as the {device} ran it "
-                f"({escape(capture_words(date, commit))}).</p>")
+        when = capture_words(date, commit)
+        head = (f"<p>The {device}'s column: this lesson as the book's "
+                f"reference run measured it"
+                f"{f' ({escape(when)})' if when else ''}.</p>")
     if any(s == STALE for _, _, _, s in rows):     # words too: prose
         head += (f"<p>{STALE_MARK} <i>Stale</i>: the cell that measures "
                  f"the value, or code it calls, has changed since the "
@@ -433,12 +435,13 @@ def compare_table(device_name, date, commit, rows, labels=None):
     body = "".join(
         f'<tr data-key="{escape(k)}"><td>'
         f"{escape(labels.get(k) or key_label(k))}</td><td>{escape(a)}</td>"
-        f"<td>{escape(_reference_cell(b, s))}</td></tr>"
+        + ("" if never else f"<td>{escape(_reference_cell(b, s))}</td>")
+        + "</tr>"
         for k, a, b, s in shown)
-    beside = "" if date is None and commit is None else (
-        f" beside the {device}'s")
+    beside = "" if never else f" beside the {device}'s"
+    column = "" if never else f"<th>{device}</th>"
     return (f"{head}<details class=\"reference-compare-details\"><summary>"
             f"This run's {len(shown)} numbers{beside}"
             f'</summary><table class="reference-compare"><thead><tr>'
-            f"<th>value</th><th>this run</th><th>{device}</th></tr>"
+            f"<th>value</th><th>this run</th>{column}</tr>"
             f"</thead><tbody>{body}</tbody></table></details>")
