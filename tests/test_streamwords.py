@@ -98,12 +98,12 @@ def test_more_streams_in_words():
         8, 1.17, 1.13, 1.05, 1.13)
     # A count past two slower than one stream says so (a model run of 05.3:
     # 3 streams at 0.95 beside "added little").
-    worse = w.streams_words(2, 1.05, 1.13, 1.11, 1.13, worst=(3, 0.95))
+    worse = w.streams_words(2, 1.05, 1.13, 1.11, 1.13, worst=[(3, 0.95)])
     assert worse.startswith("more streams than two added little")
     assert worse.endswith("3 streams were even slower than one (0.95)")
     # 0.996 shows as 1.00: not "slower" at the page's digits.
     assert "slower than one" not in w.streams_words(
-        2, 1.05, 1.13, 1.11, 1.13, worst=(3, 0.996))
+        2, 1.05, 1.13, 1.11, 1.13, worst=[(3, 0.996)])
     # Every count past two that was slower is named (a model run: 4 and 8
     # streams below one, 3 streams not).
     many = w.streams_words(2, 1.11, 1.13, 1.11, 1.13,
@@ -112,7 +112,7 @@ def test_more_streams_in_words():
                          "(0.89 and 0.73)")
     # Every count slower: the first sentence says it, no second clause.
     assert "even slower" not in w.streams_words(
-        1, 0.9, 1.5, 0.9, 1.5, worst=(3, 0.8))
+        1, 0.9, 1.5, 0.9, 1.5, worst=[(3, 0.8)])
 
 
 def test_the_engines_busy_times_in_words():

@@ -144,6 +144,13 @@ def evaluate_effects(effects, raw, errors, ref_of):
     return rows
 
 
+def no_gain(r):
+    """Whether ``r`` is a gain the model did not make (a speedup of at
+    most 1): it misses against any GPU, whatever the reference says."""
+    return (r.get("judged_on", "ratio") != "ratio"
+            and r.get("live") is not None and r["live"] <= 1)
+
+
 def summarize(rows):
     dev = [r for r in rows.values() if r["class"] == DEVICE_ONLY]
     mix = [r for r in rows.values() if r["class"] == MIXED]
@@ -151,14 +158,18 @@ def summarize(rows):
     flagged = sum(r["verdict"] == FLAGGED for r in mix)
     mixed_ok = sum(r["verdict"] == AGREES for r in mix)
     # a reference whose lesson cell changed since the GPU ran it measured
-    # other code: a miss against it says nothing until a GPU re-measures
-    stale_misses = sorted(k for k, r in rows.items()
-                          if r["class"] == DEVICE_ONLY
-                          and r["verdict"] != AGREES
-                          and r.get("reference_state") == refs.STALE)
+    # other code: a miss against it says nothing until a GPU re-measures,
+    # unless the model made no gain, which misses against any GPU
+    misses = {k: r for k, r in rows.items()
+              if r["class"] == DEVICE_ONLY and r["verdict"] != AGREES}
+    stale_misses = sorted(k for k, r in misses.items()
+                          if r.get("reference_state") == refs.STALE
+                          and not no_gain(r))
     return {
         "device_only": len(dev), "device_only_within_factor": agree,
         "device_only_misses_on_stale_references": stale_misses,
+        "device_only_no_gain": sorted(k for k, r in misses.items()
+                                      if no_gain(r)),
         "mixed": len(mix), "mixed_agree": mixed_ok,
         "mixed_flagged": flagged,
         # issue 17's "must show": every device-only effect within the

@@ -3,7 +3,8 @@ the book page ``book/fidelity.md``."""
 from src import reference as refs
 
 from .calibration import ISSUE_CALLS
-from .compare import AGREES, BAND, DIFFERS, FACTOR, FLAGGED
+from .compare import (AGREES, BAND, DIFFERS, FACTOR, FLAGGED, no_gain,
+                      summarize)
 from .sizes import SMALLER, size_label
 
 
@@ -132,6 +133,19 @@ def calibration_section(result):
     return lines + [""]
 
 
+def _miss_reason(r):
+    """Why a row that differs, with no declared reason, differs: a gain
+    the model did not make (`no_gain`) misses against any GPU; otherwise a
+    stale reference awaits a GPU run."""
+    if r["verdict"] != DIFFERS:
+        return ""
+    if no_gain(r):
+        return "the model gained nothing here (at most 1)"
+    if r["reference_state"] == refs.STALE:
+        return "stale reference: awaits a GPU run"
+    return ""
+
+
 def markdown(result):
     """The page ``book/fidelity.md``: the table and what it means."""
     s, info = result["summary"], result["reference"]
@@ -197,22 +211,25 @@ def markdown(result):
         agrees = {AGREES: "yes", DIFFERS: "no", FLAGGED: "flagged"}.get(
             r["verdict"], r["verdict"])
         cls = r["class"] + (", gain" if r["judged_on"] != "ratio" else "")
-        reason = r["reason"] or (
-            "stale reference: awaits a GPU run"
-            if r["verdict"] == DIFFERS and
-            r["reference_state"] == refs.STALE else "")
+        reason = r["reason"] or _miss_reason(r)
         lines.append(f"| {r['title']} | {r['lesson'][:2]} | {cls} "
                      f"| {size_cell(r)} | {fmt(r['live'])} | {ref} "
                      f"| {agrees} | {reason} |")
+    # from the rows, so that a page re-rendered from a stored run follows
+    # the rules of `summarize` as they are now
+    now = summarize(result["effects"])
+    on_stale = now["device_only_misses_on_stale_references"]
+    gained_nothing = now["device_only_no_gain"]
     lines += [
         "",
         f"Device-only effects within a factor of {FACTOR:g}: "
         f"{s['device_only_within_factor']} of {s['device_only']}"
-        + (f"; {len(s['device_only_misses_on_stale_references'])} of those "
-           "that miss compare against a stale reference, one the GPU "
-           "measured with code the book has since changed, and wait for a "
-           "GPU to re-measure it"
-           if s["device_only_misses_on_stale_references"] else "")
+        + (f"; {len(on_stale)} of those that miss compare against a "
+           "stale reference, one the GPU measured with code the book has "
+           "since changed, and wait for a GPU to re-measure it"
+           if on_stale else "")
+        + (f"; {len(gained_nothing)} of them the model gained nothing in, "
+           "which misses against any GPU" if gained_nothing else "")
         + f". Mixed effects pointing the GPU's way: {s['mixed_agree']} of "
         f"{s['mixed']}; flagged: {s['mixed_flagged']}.",
         "",

@@ -139,14 +139,11 @@ def streams_words(best_streams, beyond, beyond_bound, speedup_2, bound,
     """What more streams than two did for the chunked energy: the best
     count, the best speedup past two (and its bound), two streams'
     speedup and its bound for one reduction at a time; ``worst``, the
-    ``(count, speedup)`` of each count past two (or of the slowest one),
-    adds which of them were slower than one stream, at the digits the
-    page shows."""
+    ``(count, speedup)`` pairs of the counts past two, adds which of them
+    were slower than one stream, at the digits the page shows."""
     words = _streams_words(best_streams, beyond, beyond_bound, speedup_2,
                            bound)
-    pairs = [] if worst is None else (
-        [worst] if isinstance(worst[0], (int, float)) else list(worst))
-    slower = [(n, s) for n, s in sorted(pairs) if round(s, 2) < 1]
+    slower = [(n, s) for n, s in sorted(worst or []) if round(s, 2) < 1]
     if slower and best_streams != 1:
         counts = _listed([f"{n}" for n, _ in slower])
         values = _listed([f"{s:.2f}" for _, s in slower])
