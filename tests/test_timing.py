@@ -159,11 +159,15 @@ def test_modelled_is_said_on_the_model_only():
     assert MODELLED == ("" if src.BACKEND == "gpu" else " (modelled)")
 
 
-def long_device_work(n=8):
-    """Products that keep the device busy far longer than queueing them."""
+def long_device_work(n=8, spin_ms=5):
+    """Products, then a kernel that spins for ``spin_ms`` on the device
+    (no real work on the model): device work far longer than queueing it,
+    even when a loaded machine makes the host's Python late."""
     x = cp.ones((1024, 1024), dtype=cp.float32)
     for _ in range(n):
         y = x @ x
+    from src.kernels import stamp
+    stamp(cp.zeros(2, dtype=cp.uint64), spin_ns=int(spin_ms * 1e6))
     return y
 
 
