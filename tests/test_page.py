@@ -249,3 +249,41 @@ def test_the_note_gives_the_readmes_two_commands_and_a_link_if_any():
     url = "https://example.org/book"
     linked = module.note_html(url, (build, test))
     assert f'href="{url}"' in linked and "no public repository" not in linked
+
+
+def table_doctree(rows):
+    """A docutils table of ``rows`` (the first the header), as a MyST
+    table parses."""
+    from docutils.core import publish_doctree
+    width = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+    rule = "+" + "+".join("-" * (w + 2) for w in width) + "+"
+    head = rule.replace("-", "=")
+    lines = [rule]
+    for n, row in enumerate(rows):
+        lines.append("| " + " | ".join(
+            c.ljust(w) for c, w in zip(row, width)) + " |")
+        lines.append(head if n == 0 else rule)
+    return publish_doctree("\n".join(lines) + "\n")
+
+
+def page_table(doctree):
+    from docutils import nodes
+    return [[e.astext() for e in row.children]
+            for row in doctree.findall(nodes.row)]
+
+
+def test_a_reference_column_of_dashes_only_is_dropped_from_the_page():
+    sys.path.insert(0, str(BOOK / "_ext"))
+    import refcolumns
+    from src.reference import MISSING
+    assert refcolumns.MISSING == MISSING
+    none = table_doctree([["step", "this run", "H100"],
+                          ["eager", "12", MISSING], ["fused", "3", MISSING]])
+    refcolumns.drop_dash_columns(None, none)
+    assert page_table(none) == [["step", "this run"], ["eager", "12"],
+                                ["fused", "3"]]
+    some = [["step", "this run", "H100"], ["eager", "12", MISSING],
+            ["fused", "3", "2.5"]]
+    kept = table_doctree(some)
+    refcolumns.drop_dash_columns(None, kept)
+    assert page_table(kept) == some         # one value measured: kept
