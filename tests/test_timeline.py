@@ -491,3 +491,23 @@ def test_copies_in_one_direction_take_turns_on_the_link():
 def test_the_legend_names_the_assumption_behind_inferred_starts():
     assert "take turns on the link" in " ".join(
         timeline.INFERRED_LABEL.split())
+
+
+def test_a_figure_of_several_timelines_has_one_legend_for_all():
+    """Two panels drawn without their own legends share one under the
+    figure: every entry either panel needs, once each, the kinds of
+    operation first (D2H only in the second panel, a measured start only
+    in the first)."""
+    first = [OPS[0], OPS[1]._replace(measured=True)]
+    second = [OPS[2], Op("stream 1", "D2H", "D2H 1", 2.5, 2.5, 3.0)]
+    fig, axes = matplotlib.pyplot.subplots(2, 1, layout="constrained")
+    timeline.gantt(first, ax=axes[0], legend=False)
+    timeline.gantt(second, ax=axes[1], legend=False)
+    assert axes[0].get_legend() is None and axes[1].get_legend() is None
+    legend = timeline.figure_legend(fig, first, second)
+    texts = [t.get_text() for t in legend.get_texts()]
+    assert texts[:3] == ["H2D", "kernel", "D2H"]
+    assert sorted(texts[3:]) == sorted([
+        "start measured (kernel's clock)", timeline.INFERRED_LABEL,
+        "inferred wait for its engine or link"])
+    matplotlib.pyplot.close(fig)

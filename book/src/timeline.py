@@ -271,17 +271,17 @@ INFERRED_ALPHA = 0.45     # inferred starts: lighter bars with a dashed edge
 WAIT_HATCH = {True: "...", False: "///"}
 
 
-def gantt(ops, ax=None, title=None):
+def gantt(ops, ax=None, title=None, legend=True):
     """Draw ``ops`` as bars, one lane per stream. An op whose start was
     measured (a kernel's own clock) is a solid bar with a black tick at its
     start; an op whose start was inferred is a lighter bar with a dashed
     edge. The time between its stream reaching an op and its start is
     hatched, differently for a measured and an inferred start
-    (`WAIT_HATCH`). The legend says which is which, and names the
-    assumption behind inferred starts (`INFERRED_LABEL`)."""
+    (`WAIT_HATCH`). The legend (`legend_handles`) says which is which, and
+    names the assumption behind inferred starts (`INFERRED_LABEL`); with
+    ``legend=False`` there is none, for a figure of several timelines
+    that draws one for all of them (`figure_legend`)."""
     import matplotlib.pyplot as plt
-    from matplotlib.lines import Line2D
-    from matplotlib.patches import Patch
     if ax is None:
         _, ax = plt.subplots(figsize=(8, 0.6 * len(lanes(ops)) + 1.2))
     rows = lanes(ops)
@@ -308,6 +308,20 @@ def gantt(ops, ax=None, title=None):
     ax.set_ylim(len(rows) - 0.5, -0.5)
     ax.set_xlabel("time since the first event (ms)")
     ax.set_xlim(0, makespan(ops) * 1.02)
+    if legend:
+        ax.legend(handles=legend_handles(ops), loc="upper left",
+                  bbox_to_anchor=(1.01, 1), fontsize="small", frameon=False)
+    if title:
+        ax.set_title(title)
+    return ax
+
+
+def legend_handles(ops):
+    """The legend entries for a timeline of ``ops``: a colour for each
+    kind of operation drawn, then the marks for measured and inferred
+    starts and for the waits that it shows."""
+    from matplotlib.lines import Line2D
+    from matplotlib.patches import Patch
     shown = list(dict.fromkeys(op.label for op in ops))
     handles = [Patch(color=COLORS.get(lb, "tab:gray"), label=lb)
                for lb in shown]
@@ -326,11 +340,21 @@ def gantt(ops, ax=None, title=None):
         handles.append(Patch(facecolor="none", edgecolor="black",
                              hatch=WAIT_HATCH[True],
                              label="measured wait: reached, not started"))
-    ax.legend(handles=handles, loc="upper left", bbox_to_anchor=(1.01, 1),
-              fontsize="small", frameon=False)
-    if title:
-        ax.set_title(title)
-    return ax
+    return handles
+
+
+def figure_legend(fig, *ops_lists, ncol=2):
+    """One legend under a figure of several timelines (each drawn with
+    ``gantt(..., legend=False)``): every entry any of ``ops_lists`` needs,
+    once, the kinds of operation first, in the figure's own font size.
+    The figure needs ``layout="constrained"``, which makes room for it."""
+    entries = {}
+    for ops in ops_lists:
+        for handle in legend_handles(ops):
+            entries.setdefault(handle.get_label(), handle)
+    kinds = [entries.pop(k) for k in list(entries) if k in COLORS]
+    return fig.legend(handles=kinds + list(entries.values()),
+                      loc="outside lower center", ncol=ncol, frameon=False)
 
 
 def chrome_trace(ops, process="GPU"):
