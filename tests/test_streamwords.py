@@ -122,10 +122,11 @@ def test_the_engines_busy_times_in_words():
     # Inferred starts never overlap on one engine: less busy time on two
     # streams is the one-stream spans' lateness (a model run of 05.3).
     late = w.engines_words(0.97, 0.85 - 0.01, inferred=True)
-    assert "That is not overlap" in late and "lateness" in late
+    assert "That is not overlap" in late and "lateness (above)" in late
     assert "side by side" not in late
     longer = w.engines_words(1.03, 1.17, inferred=True)
     assert "or the host fell behind" in longer
+    assert longer.endswith("lateness (above)")
 
 
 def test_past_the_bound_in_words():
@@ -133,6 +134,8 @@ def test_past_the_bound_in_words():
     assert w.past_bound_words(1.10, 1.15) == ""
     past = w.past_bound_words(1.20, 1.15)
     assert past.startswith(" Two streams ran past the bound")
+    # The host's lateness is explained just before it on the page.
+    assert past.endswith("by the host's lateness.")
 
 
 def test_two_streams_beside_their_bound():
@@ -147,10 +150,10 @@ def test_the_timelines_in_words():
     # A model run of 05.3: two streams 0.83 ms, one 0.71 ms, the host's
     # issue 2.2 times the link's copy.
     slower = w.timeline_words(0.71, 0.83, 2.2)
-    assert "gained nothing" in slower and "more slowly than the link" in slower
+    assert "gained nothing" in slower and "host's pace, below" in slower
     # Equal at the two decimals shown: no gain claimed.
     assert "gained nothing" in w.timeline_words(0.712, 0.714, 2.0)
     # Nothing gained with the host ahead: no blame on the host's pace.
     ahead = w.timeline_words(0.71, 0.72, 0.5)
     assert "kept up with the link" in ahead
-    assert "more slowly than the link" not in ahead
+    assert "host's pace, below" not in ahead

@@ -4,6 +4,12 @@ Each function picks the clause a sentence of a chapter-5 section pastes
 (through ``glue``) for the numbers of this run, on whichever backend ran
 it; the cells that call them are hidden from the page, so the choice is
 kept, and tested, here (``tests/test_streamwords.py``).
+
+Section 5.3 explains the host's pace once, where it measures it (after
+`energy_pace_words`): why the host can fall behind on the CPU device
+model, and how a span whose start is inferred counts the host's
+lateness. The other words of that page point to it ("above", "below")
+rather than explain it again.
 """
 
 
@@ -200,16 +206,15 @@ def engines_words(r_copy, r_compute, inferred=False):
     """The engines' busy times on two streams, ``r_copy`` and
     ``r_compute`` times their one-stream times, in words. ``inferred``:
     every start was inferred (`timeline.on_engines`), so no two
-    operations of one engine overlap on the timeline."""
+    operations of one engine overlap on the timeline. Pasted below the
+    page's explanation of the host's lateness, which it points to."""
     ratios = f"{r_copy:.2f} and {r_compute:.2f} times their one-stream times"
     if min(r_copy, r_compute) < 0.85 and inferred:
         return (ratios + ": less busy time for the same work. That is not "
                 "overlap, since the timeline places operations whose start "
-                "it infers one at a time on each engine: the one-stream "
-                "spans were longer. A span starts at an event that the "
-                "stream reaches before the host has issued the operation, "
-                "and one stream runs dry whenever the host falls behind, so "
-                "there the spans also counted the host's lateness")
+                "it infers one at a time on each engine. The one-stream "
+                "spans were longer, counting more of the host's lateness "
+                "(above)")
     if min(r_copy, r_compute) < 0.85:
         return (ratios + ". An engine that runs one operation at a time "
                 "cannot do the same work in less time, so here operations "
@@ -220,8 +225,8 @@ def engines_words(r_copy, r_compute, inferred=False):
     if max(r_copy, r_compute) > 1.15 and inferred:
         return (ratios + ": more busy time for the same work. Operations "
                 "that overlapped may have slowed each other down, or the "
-                "host fell behind more often: a span whose start is "
-                "inferred also counts the host's lateness")
+                "host fell behind more often: the spans count its "
+                "lateness (above)")
     if max(r_copy, r_compute) > 1.15:
         return (ratios + ": operations that overlapped also slowed each "
                 "other down")
@@ -237,8 +242,7 @@ def past_bound_words(speedup_2, bound):
     return (" Two streams ran past the bound for one reduction at a time "
             "here: either reductions ran side by side, which that bound "
             "excludes, or the one-stream busy times it comes from were "
-            "longer than the work, as they are when the host falls behind "
-            "(below).")
+            "longer than the device's work, by the host's lateness.")
 
 
 def _past(speedup_2, bound):
@@ -268,8 +272,7 @@ def timeline_words(one_ms, two_ms, pace_ratio):
     if pace_ratio > HOST_SLOWER:
         return (head + ": here the second stream gained nothing. Where both "
                 "lanes sit idle, the host had not yet queued the next "
-                "chunk: it issued the chunks more slowly than the link "
-                "copied them, as the host's pace, measured below, shows.")
+                "chunk (the host's pace, below).")
     return (head + ": here the second stream gained nothing, though the "
             "host kept up with the link (below): each chunk's copy, which "
             "a second stream cannot shorten, is most of its work.")
