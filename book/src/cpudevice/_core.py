@@ -64,8 +64,9 @@ def _check_device(arrays):
             raise ValueError(
                 f"The device where the array resides ({a.data.device_id}) "
                 f"is different from the current device ({dev}). Peer access "
-                "is unavailable between these devices. Copy the array with "
-                "cp.asarray(x) inside `with cp.cuda.Device(...)` first.")
+                "is unavailable between these devices. Copy the array to "
+                "the current device first (cp.asarray(array) inside "
+                "`with cp.cuda.Device(...)`).")
 
 
 def _normalize_shape(shape):
