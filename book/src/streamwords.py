@@ -116,6 +116,17 @@ def pace_words(share, gap_ms):
                "host at first"))
 
 
+def pace_summary_words(share, gap_ms):
+    """`pace_words` in a clause for the summary: what the host's issue
+    time, ``share`` of V2's, did to the device."""
+    if share <= 0.3:
+        return "and the device's work set the pace"
+    if gap_ms > 0.01:
+        return "and the device waited for it"
+    return ("and only the timeline's half-millisecond head start kept the "
+            "device from waiting for it")
+
+
 #: The host's issue time over the link's copy time past which the host,
 #: not the link, sets the chunked energy's pace (a tenth past even).
 HOST_SLOWER = 1.1
@@ -132,8 +143,9 @@ def energy_pace_words(ratio):
                 "a second stream can only overlap work that the host has "
                 "already queued (section 5.2 asks the same of NVIDIA's "
                 "demo). Over a few chunks, the half millisecond for which "
-                "the timeline's first kernel holds the streams lets the "
-                "host get ahead, so a short run can still overlap")
+                "the timeline's first kernel holds the streams (section "
+                "5.1) lets the host get ahead, so a short run can still "
+                "overlap")
     if ratio > 0.7:
         return ("the host issues about as fast as the link copies, so the "
                 "host's pace matters as much as the device's")
