@@ -66,6 +66,17 @@ def test_who_sets_the_pace_on_either_backend():
     assert "a large part of V2's time" in w.pace_words(0.5, 0.0)
 
 
+
+def test_the_summary_says_what_the_issue_time_did_as_the_body_does():
+    """The summary's clause takes the same branch as `pace_words`."""
+    for share, gap in [(0.2, 0.0), (0.5, 0.1), (1.2, 0.0), (0.4, 0.0)]:
+        body, summary = w.pace_words(share, gap), w.pace_summary_words(
+            share, gap)
+        assert ("device's work set" in summary) == (
+            "device's work sets" in body)
+        assert ("waited for it" in summary) == ("device waited" in body)
+        assert ("head start" in summary) == ("head start" in body)
+
 def test_who_sets_the_energy_pace_in_words():
     assert "the device sets the pace" in w.energy_pace_words(0.5)
     assert "as much as the device's" in w.energy_pace_words(0.9)
