@@ -483,6 +483,7 @@ def test_lesson_glues_the_reference_beside_each_value(monkeypatch,
     monkeypatch.setattr(R.store, "BOOK", book)
     monkeypatch.setattr(R.store, "REFERENCE_DIR", tmp_path / "reference")
     ref = R.Lesson("99_synthetic", device="gpu-x")
+    assert ref.captured and not R.Lesson("99_other", device="gpu-x").captured
     ref.glue("ms", 3.25)
     ref.glue("size", 4096)
     ref.glue("unknown", 7.0)

@@ -143,6 +143,12 @@ class Lesson:
         self.series = {}
 
     @property
+    def captured(self):
+        """Whether the reference run measured this lesson at all (it holds
+        at least one of its values)."""
+        return bool(self.entries)
+
+    @property
     def device_name(self):
         return self.info.get("name", self.device)
 
@@ -299,11 +305,10 @@ class Lesson:
         line on the capture, the stale mark's explanation where a value
         carries it, and the table, collapsed."""
         from IPython.display import HTML, display
-        captured = bool(self.entries)
         display(HTML(compare_table(
             self.device_name,
-            self.run_info.get("date") if captured else None,
-            self.run_info.get("commit") if captured else None,
+            self.run_info.get("date") if self.captured else None,
+            self.run_info.get("commit") if self.captured else None,
             self.rows(), labels=self.labels())))
 
     def labels(self):
