@@ -92,6 +92,15 @@ def proportion_words(copies_ms, kernel_ms):
             "published figures, where the copies cross the PCIe link")
 
 
+def _pace_case(share, gap_ms):
+    """Which of V2's three cases a run is: ``"device"`` (issuing took a
+    small part of V2's time), ``"waited"`` (the device waited for the
+    host) or ``"head start"`` (it did not, thanks to the timeline's)."""
+    if share <= 0.3:
+        return "device"
+    return "waited" if gap_ms > 0.01 else "head start"
+
+
 def pace_words(share, gap_ms):
     """Who set the pace of V2: ``share`` is the host's time to issue V2's
     work over V2's time, ``gap_ms`` how long stream 0's kernel waited for
@@ -99,10 +108,11 @@ def pace_words(share, gap_ms):
     the host's clock reads the modelled timeline, as a GPU's does."""
     most = ("about as long as V2's whole run, or longer" if share > 0.9
             else "a large part of V2's time")
-    if share <= 0.3:
+    case = _pace_case(share, gap_ms)
+    if case == "device":
         return ("issuing the work took the host a small part of V2's time: "
                 "at this size the device's work sets the pace")
-    if gap_ms > 0.01:
+    if case == "waited":
         return ("the host spent " + most + ("," if share > 0.9 else "")
                 + " just issuing the work, and the "
                 "device waited for it: at this size the host, not the "
@@ -118,13 +128,12 @@ def pace_words(share, gap_ms):
 
 def pace_summary_words(share, gap_ms):
     """`pace_words` in a clause for the summary: what the host's issue
-    time, ``share`` of V2's, did to the device."""
-    if share <= 0.3:
-        return "and the device's work set the pace"
-    if gap_ms > 0.01:
-        return "and the device waited for it"
-    return ("and only the timeline's half-millisecond head start kept the "
-            "device from waiting for it")
+    time, ``share`` of V2's, did to the device (the same case)."""
+    return {"device": "and the device's work set the pace",
+            "waited": "and the device waited for it",
+            "head start": "and only the timeline's half-millisecond head "
+                          "start kept the device from waiting for it",
+            }[_pace_case(share, gap_ms)]
 
 
 #: The host's issue time over the link's copy time past which the host,
