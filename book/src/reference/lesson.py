@@ -144,8 +144,7 @@ class Lesson:
 
     @property
     def captured(self):
-        """Whether the reference run measured this lesson at all (it holds
-        at least one of its values)."""
+        """Whether the reference run measured any value of this lesson."""
         return bool(self.entries)
 
     @property
@@ -305,10 +304,9 @@ class Lesson:
         line on the capture, the stale mark's explanation where a value
         carries it, and the table, collapsed."""
         from IPython.display import HTML, display
+        run = self.run_info if self.captured else {}
         display(HTML(compare_table(
-            self.device_name,
-            self.run_info.get("date") if self.captured else None,
-            self.run_info.get("commit") if self.captured else None,
+            self.device_name, run.get("date"), run.get("commit"),
             self.rows(), labels=self.labels())))
 
     def labels(self):
