@@ -48,7 +48,8 @@ def test_nbval_fails_when_a_checked_output_changes(tmp_path):
     r = subproc.run(["-m", "pytest", "-q", "-p", "no:cacheprovider",
                      "-n", "2", "--dist", "loadfile",   # kernels start apart
                      "--nbval-lax", "--nbval-current-env", "-c",
-                     os.devnull] + sorted(last_cell), cwd=tmp_path,
+                     os.devnull, "--rootdir", str(tmp_path)]
+                    + sorted(last_cell), cwd=tmp_path,
                     timeout=600, backend="cpu")
     assert r.returncode == 1, r.stdout[-3000:]
     for name, n_code in last_cell.items():

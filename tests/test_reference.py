@@ -205,6 +205,30 @@ def write_nb(nb, path):
     return path
 
 
+def test_a_key_only_a_gpu_glues_is_current_while_its_cell_is_unchanged(
+        tmp_path):
+    """05.2 glues its big demo's times with f-string keys, in a branch only
+    a GPU takes: the model's run shows neither the key nor a literal name.
+    Its captured value is current while the cell that glued it is there
+    unchanged; once that cell changes, the status no longer lists it (and
+    `Lesson.status` calls it stale)."""
+    src = ("if runs_big:\n    for v in versions:\n"
+           "        glue(f'big_{v}_ms', big_ms[v])")
+    nb = nbformat.v4.new_notebook()
+    nb.cells = [nbformat.v4.new_code_cell(src)]
+    write_nb(nb, tmp_path / "99_gpu_only.ipynb")
+    ref = {"lessons": {"99_gpu_only": {"values": {
+        "big_v2_ms": {"value": 4.2, "cell": R.fingerprint(src)}}}}}
+
+    def state():
+        return R.lesson_status("99_gpu_only", book=tmp_path, reference=ref,
+                               exclusions={}).get("big_v2_ms")
+    assert state() == R.CURRENT
+    nb.cells[0].source = src.replace("big_ms[v]", "2 * big_ms[v]")
+    write_nb(nb, tmp_path / "99_gpu_only.ipynb")
+    assert state() is None          # no longer glued: the capture's to redo
+
+
 def test_read_glued_kinds():
     glued = R.read_glued(json.loads(nbformat.writes(synthetic_lesson())))
     assert glued["ms"]["value"] == 1.5 and glued["ms"]["kind"] == "value"
@@ -961,12 +985,19 @@ def test_glued_text_pastes_without_quotes_even_with_an_apostrophe():
     assert Text("x") == "x" and isinstance(Text("x"), str)
 
 
+def myst_nb_renderer():
+    """myst_nb's glue renderer, or a skip where the book's build toolchain
+    (Sphinx, myst-parser) is not installed: the GPU lane has only what the
+    lessons run on."""
+    return pytest.importorskip("myst_nb.core.variables")
+
+
 @pytest.mark.parametrize("text", ["2,929", "65,536", "67,108,864", "1e3",
                                   "NVIDIA's size", "more", "", "(x)"])
 def test_glued_text_pastes_as_written_never_as_a_tuple(text):
     """myst_nb reads a glued text/plain as a Python literal: "2,929"
     once pasted as "(2, 929)"."""
-    from myst_nb.core.variables import format_plain_text
+    format_plain_text = myst_nb_renderer().format_plain_text
     from src.reference import Text
     assert format_plain_text(repr(Text(text)), "") == text
     assert format_plain_text(repr(Text(text)), "s") == text
@@ -975,7 +1006,7 @@ def test_glued_text_pastes_as_written_never_as_a_tuple(text):
 def test_no_stored_glued_text_pastes_as_a_tuple(lesson):
     """Every value a lesson's stored run glues pastes as it reads: none
     reads back as a tuple ("(2, 929)" for "2,929")."""
-    from myst_nb.core.variables import format_plain_text
+    format_plain_text = myst_nb_renderer().format_plain_text
     nb = read(BOOK / f"{lesson}.ipynb")
     for cell in nb["cells"]:
         for out in cell.get("outputs", []):

@@ -45,7 +45,8 @@ def print_status(device=None, out=None, book=None, root=None):
         for why, names in marked.items():
             print(f"  marked stale ({why}): {', '.join(names)}", file=out)
         gone = sorted(set(_entries(reference, lesson))
-                      - set(current_fingerprints(lesson, book)))
+                      - set(current_fingerprints(
+                          lesson, book, _entries(reference, lesson))))
         if gone:
             print(f"  in the reference, no longer glued: {', '.join(gone)}",
                   file=out)

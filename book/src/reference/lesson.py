@@ -138,7 +138,7 @@ class Lesson:
         self.entries = _entries(reference, lesson)
         self.figures = part.get("figures", [])
         self.exclusions = load_exclusions().get(lesson, {})
-        self.now = current_fingerprints(lesson)
+        self.now = current_fingerprints(lesson, entries=self.entries)
         self.values = {}
         self.series = {}
 

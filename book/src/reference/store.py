@@ -204,19 +204,27 @@ def _read_lesson(lesson, book=None):
     return json.loads(path.read_text()) if path.exists() else None
 
 
-def current_fingerprints(lesson, book=None):
+def current_fingerprints(lesson, book=None, entries=None):
     """``{key: fingerprint}`` of the cells that glue each key in the lesson
-    as it is on disk now (``*_ref`` keys left out)."""
+    as it is on disk now (``*_ref`` keys left out). With ``entries`` (the
+    reference's), a key that neither this run nor a literal name shows (an
+    f-string key in a branch only a GPU takes) has the fingerprint of the
+    cell that glued it on the GPU, while that cell is there unchanged."""
     nb = _read_lesson(lesson, book)
     if nb is None:
         return {}
     found = {k: fingerprint(r["source"]) for k, r in read_glued(nb).items()}
     # A key glued by a cell that has not run yet: find the cell by name.
+    cells = set()
     for cell in nb["cells"]:
         if cell["cell_type"] == "code":
             src = _text(cell["source"])
+            cells.add(fingerprint(src))
             for key in _literal_keys(src):
                 found.setdefault(key, fingerprint(src))
+    for key, entry in (entries or {}).items():
+        if key not in found and entry.get("cell") in cells:
+            found[key] = entry["cell"]
     return {k: v for k, v in found.items()
             if not k.endswith(REF_SUFFIX) and k not in UNMEASURED_KEYS}
 
@@ -274,7 +282,8 @@ def lesson_status(lesson, device=None, book=None, reference=None,
     entries = _entries(reference, lesson)
     return {key: EXCLUDED if key in excluded else
             status_of(entries.get(key), now)
-            for key, now in current_fingerprints(lesson, book).items()}
+            for key, now in current_fingerprints(lesson, book,
+                                                 entries).items()}
 
 
 def report(device=None, book=None, root=None):
