@@ -14,6 +14,8 @@
 # tests/ alone, not the lessons again. Then
 # `bash tools/gpu/refresh-reference.sh` stores the lessons' numbers and
 # figures as that device's reference, and copies fidelity-gpu.json.
+# LESSONS (names without .ipynb, space-separated) runs only those lessons,
+# for a capture of a few: refresh-reference.sh then updates only theirs.
 # BUDGET_S (default 570) caps the whole run: each step's timeout is cut to
 # what is left of it, so a run that must end within 10 minutes (a lent
 # device's limit per command) ends in time, with what it finished kept.
@@ -78,6 +80,10 @@ if want lessons; then
   (cd book && python3 -m src.reference run-info > "$out_abs/run.json") \
     || echo "run-info failed: $OUT/run.json not written"
   for nb in book/0*.ipynb book/misuse.ipynb; do
+    # LESSONS="02_3_allocators ...": run only those (a targeted capture)
+    if [ -n "${LESSONS:-}" ]; then
+      case " $LESSONS " in *" $(basename "$nb" .ipynb) "*) ;; *) continue ;; esac
+    fi
     t=$(date +%s)
     in_time "  $nb" 300 || continue
     (cd book && capped "$cap" python3 - "$(basename "$nb")" "$out_abs" <<'PY'
