@@ -313,3 +313,15 @@ def test_copy_duplex_reads_two_for_a_full_duplex_link(fid):
                                      {}, info, ref_of))
     assert "## Copies in both directions at once" in page
     assert "8.00 ms (events): the two alone over both at once is 1.00" in page
+
+
+def test_the_page_says_how_to_regenerate_it_against_its_reference(fid):
+    """A table compared with a GPU's own run of fidelity.py names that
+    run in its command; one compared with the lessons' reference does
+    not need to."""
+    from fidelitykit import table
+    gpu = {"reference": {"kind": "fidelity",
+                         "path": "benchmarks/fidelity-gpu.json"}}
+    assert table.command(gpu).endswith(
+        "--reference benchmarks/fidelity-gpu.json")
+    assert table.command({"reference": {"kind": "lessons"}}) == table.COMMAND

@@ -57,6 +57,15 @@ COMMAND = ("python benchmarks/fidelity.py --json benchmarks/fidelity-cpu.json "
            "--markdown book/fidelity.md")
 
 
+def command(result):
+    """`COMMAND`, with the ``--reference`` this result was compared with
+    when it was a GPU's own run of fidelity.py (not the default)."""
+    ref = result.get("reference", {})
+    if ref.get("kind") == "fidelity" and ref.get("path"):
+        return f"{COMMAND} --reference {ref['path']}"
+    return COMMAND
+
+
 ISSUE_ROWS = (("event_record_s", "an event's record on a stream",
                "event"),
               ("view_s", "a view, x[1:] (queues no work)", "call"),
@@ -236,8 +245,9 @@ def markdown(result):
         f"Measured {result['date']} with `BOOK_BACKEND={result['backend']}`"
         f" on {result['machine']['cpus']} CPU cores, Python "
         f"{result['machine']['python']}, in {result['seconds']:g} s; "
-        f"regenerate with `{COMMAND}`. \"Stale\" marks a reference whose "
-        "lesson cell, or code it calls, has changed since the GPU ran it.",
+        f"regenerate with `{command(result)}`. \"Stale\" marks a reference "
+        "whose lesson cell, or code it calls, has changed since the GPU ran "
+        "it.",
         "",
     ]
     notes = {}
