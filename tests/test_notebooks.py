@@ -45,9 +45,12 @@ def test_nbval_fails_when_a_checked_output_changes(tmp_path):
         out.text = f"a result {path.stem} never printed\n"
         nbformat.write(nb, tmp_path / path.name)
         last_cell[path.name] = sum(c.cell_type == "code" for c in nb.cells)
+    # Beside the suite's own two workers, four kernels share CI's two
+    # cores: give each kernel as long to start as a cell has to run.
     r = subproc.run(["-m", "pytest", "-q", "-p", "no:cacheprovider",
                      "-n", "2", "--dist", "loadfile",   # kernels start apart
-                     "--nbval-lax", "--nbval-current-env", "-c",
+                     "--nbval-lax", "--nbval-current-env",
+                     "--nbval-kernel-startup-timeout=300", "-c",
                      os.devnull, "--rootdir", str(tmp_path)]
                     + sorted(last_cell), cwd=tmp_path,
                     timeout=600, backend="cpu")
