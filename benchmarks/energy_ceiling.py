@@ -20,6 +20,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "book"))
 from src import cp, twins  # noqa: E402
+from src.devices import multiprocessors  # noqa: E402
 
 NAME = "energy_partials"
 
@@ -69,22 +70,11 @@ BLOCK = 256             # threads per block
 BLOCKS_PER_SM = 8       # 2,048 threads per multiprocessor: a full one
 
 
-_SMS = {}                   # device: multiprocessors, asked once
-
-
 def launch_shape(device=None):
-    """``(grid, block)``: enough blocks to fill every multiprocessor.
-
-    The count is asked once per device: ``getDeviceProperties`` takes the
-    host about 0.8 ms on an H100, and a call's events count the device's
-    wait for it (the first GPU run read the kernel at 0.22 of a copy's
-    rate for that; 0.95 without it)."""
-    if device is None:
-        device = cp.cuda.runtime.getDevice()
-    if device not in _SMS:
-        _SMS[device] = cp.cuda.runtime.getDeviceProperties(device)[
-            "multiProcessorCount"]
-    return (_SMS[device] * BLOCKS_PER_SM,), (BLOCK,)
+    """``(grid, block)``: enough blocks to fill every multiprocessor (the
+    count asked once per device: the first GPU run, asking it in each
+    call, read the kernel at 0.22 of a copy's rate; 0.95 without)."""
+    return (multiprocessors(device) * BLOCKS_PER_SM,), (BLOCK,)
 
 
 def raw_energy(x, k, mu):

@@ -17,10 +17,11 @@ size, since the model keeps a GPU's proportions, not its magnitudes, at
 the lessons' smaller sizes. ``gpu`` is the value the margin came from,
 written here as a number: the current H100 reference
 (``book/reference/nvidia-h100.json``, combined by ``formula``), or a
-published value named in ``source``. ``tests/test_lesson_effects.py``
+published value named in ``source`` (``"published: ..."``; none since
+the H100 run of 2026-11-27). ``tests/test_lesson_effects.py``
 checks that a reference-backed ``gpu`` is still the reference's (a new
-capture that moves it sends the reader back here) and that each margin
-follows the rule.
+capture that moves it sends the reader back here); ``margin`` is derived
+from it by the rule.
 
 An effect whose reference is stale or not captured, and that has no
 published value, is declared with ``awaiting`` (why): *awaiting the GPU
@@ -81,8 +82,7 @@ class LessonEffect:
     refs: tuple         # "lesson/key" of every glued value it reads
     formula: str        # expression over those keys (the part after "/")
     direction: str = ABOVE      # where a GPU puts it: above or below 1
-    gpu: float = None   # the GPU's value the margin was fixed from
-    margin: float = None        # margin_rule(gpu)
+    gpu: float = None   # the GPU's value the margin is fixed from
     source: str = H100  # where ``gpu`` comes from
     awaiting: str = ""  # why it awaits the GPU run (then no gpu, margin)
     model_cannot: str = ""      # why the model cannot show it at the
@@ -90,6 +90,14 @@ class LessonEffect:
     about_one: str = ""         # why the GPU's value is about 1 (then
                                 # gpu, no margin: no direction to test)
     fidelity: str = ""  # the same effect's key in benchmarks/fidelity.py
+
+    @property
+    def margin(self):
+        """`margin_rule` of ``gpu``: None while it awaits the GPU run, and
+        for an effect about 1 on the GPU (no direction to test)."""
+        if self.gpu is None or self.about_one:
+            return None
+        return margin_rule(self.gpu)
 
     @property
     def lesson(self):
@@ -115,20 +123,13 @@ class LessonEffect:
         return value <= 1 / self.margin
 
 
-def _published(what):
-    return f"published: {what}"
-
-
 def ratio(key, title, top, bottom=None, gpu=None, **more):
     """An effect ``top / bottom`` of two glued values (``"lesson/key"``;
     ``bottom`` None: ``top`` is a ratio the lesson glues), with its margin
     fixed from ``gpu`` by `margin_rule`."""
     refs = (top,) if bottom is None else (top, bottom)
     keys = [r.split("/", 1)[1] for r in refs]
-    return LessonEffect(
-        key, title, refs, " / ".join(keys), gpu=gpu,
-        margin=None if gpu is None or more.get("about_one")
-        else margin_rule(gpu), **more)
+    return LessonEffect(key, title, refs, " / ".join(keys), gpu=gpu, **more)
 
 
 def _in(lesson):
@@ -160,14 +161,12 @@ EFFECTS = [
         (M021("smi_del_driver"), M021("smi_freed_driver"),
          M021("smi_start_driver")),
         "(smi_del_driver - smi_start_driver + 1) / "
-        "(smi_freed_driver - smi_start_driver + 1)", gpu=1025.0,
-        margin=margin_rule(1025.0)),
+        "(smi_freed_driver - smi_start_driver + 1)", gpu=1025.0),
     LessonEffect(
         "temporaries_over_fused", "extra memory of the one-liner energy "
         "over the fused kernel's",
         (M022("extra_temporaries"), M022("extra_fused")),
-        "extra_temporaries * 2**20 / extra_fused", gpu=30840.0,
-        margin=margin_rule(30840.0)),
+        "extra_temporaries * 2**20 / extra_fused", gpu=30840.0),
     ratio("no_pool_over_pool_step", "a loop's step with fresh arrays: no "
           "pool over CuPy's pool", M023("none_over_pool"), gpu=7.1788),
     ratio("eager_over_fused_small", "loop of x + x on 1,000 floats: eager "

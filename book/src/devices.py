@@ -34,6 +34,21 @@ def to_device(x, device):
         return cp.asarray(x)
 
 
+_MULTIPROCESSORS = {}       # device: multiprocessors, asked once
+
+
+def multiprocessors(device=None):
+    """The multiprocessors of ``device`` (default: the current one), asked
+    once per device: ``getDeviceProperties`` takes an H100's host about
+    0.8 ms, which the events around a kernel launched after it count."""
+    if device is None:
+        device = cp.cuda.runtime.getDevice()
+    if device not in _MULTIPROCESSORS:
+        _MULTIPROCESSORS[device] = cp.cuda.runtime.getDeviceProperties(
+            device)["multiProcessorCount"]
+    return _MULTIPROCESSORS[device]
+
+
 def device_table():
     """One row per device with the properties the book relies on."""
     rows = []

@@ -7,7 +7,7 @@ is imported from `src.kernels` too.
 """
 import numpy as np
 
-from . import cp, twins
+from . import cp, devices, twins
 from .specs import Reduction, build
 
 
@@ -51,7 +51,6 @@ class TwoStageEnergy:
         self.name = kernel.name
         self.rows_per_sm = rows_per_sm
         self.min_row = min_row
-        self._sms = {}
         self.stages = [
             "stage 1: this kernel over x as m rows (axis=1), one block per "
             "row,",
@@ -64,11 +63,7 @@ class TwoStageEnergy:
         """How many rows stage 1 cuts ``x`` into (0: one stage)."""
         if not isinstance(x, cp.ndarray) or not x.flags.c_contiguous:
             return 0
-        device = cp.cuda.runtime.getDevice()
-        if device not in self._sms:
-            self._sms[device] = cp.cuda.runtime.getDeviceProperties(
-                device)["multiProcessorCount"]
-        rows = min(self.rows_per_sm * self._sms[device],
+        rows = min(self.rows_per_sm * devices.multiprocessors(),
                    x.size // self.min_row)
         return 1 << (rows.bit_length() - 1) if rows >= 2 else 0
 
