@@ -551,7 +551,8 @@ def test_the_default_device_is_a_file_the_command_sets(monkeypatch,
     assert R.main(["default"]) == 0
     assert capsys.readouterr().out == "gpu-y\n"
     R.print_status(book=tmp_path)
-    assert "reference device (default): gpu-y" in capsys.readouterr().out
+    assert "reference devices, in order" in (out := capsys.readouterr().out)
+    assert "\n  gpu-y: NVIDIA H200," in out
     with pytest.raises(ValueError):
         R.set_default_device("../gpu-y")
 
@@ -1057,10 +1058,14 @@ def test_no_sentence_pastes_a_missing_reference(lesson):
 
 def test_a_clause_drops_out_when_its_reference_is_missing(monkeypatch):
     ref = R.Lesson("99_not_a_lesson")
-    ref.entries = {"ms": {"value": 1.5, "cell": "abc"},
-                   "old": {"value": 2929, "cell": "old"}}
-    ref.now = {"ms": "abc", "old": "new"}
-    monkeypatch.setattr(R.Lesson, "device_name", "NVIDIA H100 80GB HBM3")
+    ref.devices = [ref.device]
+    ref.references = {ref.device: {
+        "device": {"name": "NVIDIA H100 80GB HBM3"},
+        "lessons": {"99_not_a_lesson": {"values": {
+            "ms": {"value": 1.5, "cell": "abc"},
+            "old": {"value": 2929, "cell": "old"}}}}}}
+    ref.sources = {"ms": (R.CURRENT, ref.device),
+                   "old": (R.STALE, ref.device)}
     assert ref.clause(" (on the {ref_gpu_short}: {ms} ms)") == \
         " (on the H100: 1.5 ms)"
     assert ref.clause(" (on the {ref_gpu}: {ms} and {gone} ms)") == ""

@@ -14,7 +14,9 @@ FACTOR = 2.0        # device-only: agrees within this factor of the reference
 BAND = 1.3          # mixed: "about 1" within this factor of 1
 AGREES, DIFFERS, FLAGGED = "agrees", "differs", "flagged"
 NO_REFERENCE, NOT_MEASURED = "no reference", "not measured"
-DEFAULT_REFERENCE = refs.reference_path()
+#: The lessons' reference of the GPU the model's profile was measured on
+#: (the H100's), whatever the order of the book's reference devices.
+DEFAULT_REFERENCE = refs.reference_path(refs.comparator_device())
 
 
 def names_in(expression):

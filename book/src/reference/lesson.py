@@ -11,9 +11,9 @@ import re
 import string
 
 from .store import (
-    CURRENT, DEVICE_KEYS, EXCLUDED, FIGURE_DATA, NOT_CAPTURED, PROFILE_KEYS,
-    REF_SUFFIX, STALE, _entries, current_fingerprints, default_device, load,
-    load_exclusions, status_of)
+    CURRENT, DEVICE_KEYS, EXCLUDED, FACT_KEYS, FIGURE_DATA, NOT_CAPTURED,
+    PROFILE_KEYS, REF_SUFFIX, STALE, _entries, device_facts, load,
+    load_exclusions, reference_devices, resolve)
 
 
 def format_value(value):
@@ -120,48 +120,99 @@ STALE_MARK = "\u2020"
 MISSING = "\u2014"
 
 
-class MissingReference(KeyError):
-    """A clause names a reference value that was not captured."""
-
-
 class Lesson:
-    """The reference run of one lesson, and this run's glued values."""
+    """One lesson's reference values, and this run's glued values.
+
+    The book's reference devices come in an order (`reference_devices`):
+    each value is the first device's whose run of it is current, else the
+    first stale one (marked `STALE_MARK`), else not captured. The lesson's
+    device (`device`, named by ``ref_gpu``) is the one that supplies most
+    of its values; a value from another device carries that device's name
+    ("0.97 (H100)") wherever it is shown, and a clause names the device
+    behind its own values. ``device`` given: that reference alone."""
 
     def __init__(self, lesson, device=None):
         self.lesson = lesson
-        self.device = device = device or default_device()
-        reference = load(device)
+        self.devices = [device] if device else reference_devices()
+        self.references = {d: load(d) for d in self.devices}
+        self.exclusions = load_exclusions().get(lesson, {})
+        self.sources = resolve(lesson, self.devices,
+                               references=self.references,
+                               exclusions={lesson: self.exclusions})
+        supplied = [slug for _, slug in self.sources.values() if slug]
+        self.device = max(self.devices, key=lambda d: (
+            supplied.count(d), -self.devices.index(d)))
+        reference = self.references[self.device]
         part = reference.get("lessons", {}).get(lesson, {})
-        self.info = reference.get("device", {})
+        self.info = part.get("device", reference.get("device", {}))
         self.run_info = {k: part.get(k, reference.get(k)) for k in (
             "date", "commit", "source")}
-        self.entries = _entries(reference, lesson)
         self.figures = part.get("figures", [])
-        self.exclusions = load_exclusions().get(lesson, {})
-        self.now = current_fingerprints(lesson, entries=self.entries)
         self.values = {}
         self.series = {}
 
     @property
     def captured(self):
-        """Whether the reference run measured any value of this lesson."""
-        return bool(self.entries)
+        """Whether a reference run measured any value of this lesson."""
+        return any(_entries(r, self.lesson) for r in self.references.values())
 
     @property
     def device_name(self):
-        return self.info.get("name", self.device)
+        return self.name_of(self.device)
+
+    def name_of(self, slug):
+        """Reference device ``slug``'s full name ("NVIDIA H100 80GB
+        HBM3"), as its run recorded it, else as the facts table gives it,
+        else the slug."""
+        reference = self.references.get(slug, {})
+        part = reference.get("lessons", {}).get(self.lesson, {})
+        name = part.get("device", reference.get("device", {})).get("name")
+        return name or device_facts(slug).get("name") or slug
+
+    def gpu_of(self, slug):
+        """Device ``slug``'s name as prose says it ("NVIDIA H100")."""
+        return short_name(self.name_of(slug))
+
+    def gpu_short_of(self, slug):
+        """`gpu_of` without its maker ("H100")."""
+        gpu = self.gpu_of(slug)
+        maker, _, model = gpu.partition(" ")
+        return model if maker.upper() in ("NVIDIA", "AMD") and model \
+            else gpu
 
     @property
     def gpu(self):
-        """The reference device's name as prose says it ("NVIDIA H100")."""
-        return short_name(self.device_name)
+        """The lesson's reference device's name as prose says it ("NVIDIA
+        H100")."""
+        return self.gpu_of(self.device)
 
     @property
     def gpu_short(self):
         """`gpu` without its maker ("H100")."""
-        maker, _, model = self.gpu.partition(" ")
-        return model if maker.upper() in ("NVIDIA", "AMD") and model \
-            else self.gpu
+        return self.gpu_short_of(self.device)
+
+    def source(self, key):
+        """``(state, slug)``: the state of ``key``'s reference value and
+        the device it comes from (None: not captured, or excluded)."""
+        if key in self.exclusions:
+            return EXCLUDED, None
+        found = self.sources.get(key)
+        if found is not None:
+            return found
+        for slug in self.devices:           # not glued now: stale, if any
+            if key in _entries(self.references[slug], self.lesson):
+                return STALE, slug
+        return NOT_CAPTURED, None
+
+    def device_of(self, key):
+        """The slug of the device ``key``'s reference value comes from,
+        or None."""
+        return self.source(key)[1]
+
+    def facts(self, slug=None):
+        """The published facts of device ``slug`` (default: the lesson's):
+        `device_facts`."""
+        return device_facts(slug or self.device)
 
     def glue_device(self):
         """Glue the reference device's name for prose, so that no sentence
@@ -208,52 +259,77 @@ class Lesson:
 
     def status(self, key):
         """``current``, ``stale``, ``not captured`` or ``excluded``."""
-        if key in self.exclusions:
-            return EXCLUDED
-        return status_of(self.entries.get(key), self.now.get(key))
+        return self.source(key)[0]
 
     def reference(self, key):
-        """The reference GPU's value of ``key``, or None (figure data: the
-        dict of series)."""
-        entry = self.entries.get(key)
-        if entry is None:
+        """The reference value of ``key`` (from the device `source` names),
+        or None (figure data: the dict of series)."""
+        slug = self.device_of(key)
+        if slug is None:
             return None
+        entry = _entries(self.references[slug], self.lesson).get(key)
         return entry.get("value", entry.get("series"))
+
+    def label(self, key):
+        """``" (H100)"`` where ``key``'s reference value comes from
+        another device than the lesson's, else ``""``."""
+        slug = self.device_of(key)
+        if slug is None or slug == self.device:
+            return ""
+        return f" ({self.gpu_short_of(slug)})"
 
     def reference_text(self, key):
         """The reference value as a table shows it: the value, with
-        `STALE_MARK` when stale, or `MISSING` (a dash) when there is none.
-        A sentence pastes reference values through `clause` instead."""
+        `STALE_MARK` when stale and the name of its device when that is
+        not the lesson's (`label`), or `MISSING` (a dash) when there is
+        none. A sentence pastes reference values through `clause`
+        instead."""
         state = self.status(key)
         if state in (NOT_CAPTURED, EXCLUDED):
             return MISSING
         text = format_value(self.reference(key))
-        return text if state == CURRENT else text + STALE_MARK
+        return (text if state == CURRENT else text + STALE_MARK) \
+            + self.label(key)
 
     def clause(self, template):
         """``template`` with each ``{key}`` replaced by the reference
-        text of ``key`` (``{ref_gpu}`` and ``{ref_gpu_short}``: the
-        reference GPU's name), or ``""`` when any of its values is not
-        current: a clause whose reference is missing, or stale (measured
-        by an older version of its cell, so that a sentence could set it
-        against a number it no longer matches), drops out of the
-        sentence; the lesson's table of reference values still shows a
-        stale one, marked. For example ``"(on the {ref_gpu_short}:
-        {trip_gbs} GB/s)"``."""
-        names = dict(zip(DEVICE_KEYS, (self.gpu, self.gpu_short)))
+        text of ``key``, or ``""`` when any of its values is not current:
+        a clause whose reference is missing, or stale (measured by an
+        older version of its cell, so that a sentence could set it against
+        a number it no longer matches), drops out of the sentence; the
+        lesson's table of reference values still shows a stale one,
+        marked. ``{ref_gpu}`` and ``{ref_gpu_short}`` name the device
+        behind the clause's own values (the one that supplies most of
+        them; a value from another device carries its name), and
+        `FACT_KEYS` (``{ref_gpu_tbps}``, ...) give that device's published
+        facts (a clause needing a fact the table lacks drops out too). For
+        example ``"(on the {ref_gpu_short}: {trip_gbs} GB/s)"``."""
         keys = [f for _, f, _, _ in string.Formatter().parse(template)
                 if f]
-        try:
-            return template.format_map({
-                k: names[k] if k in names else self._present(k)
-                for k in keys})
-        except MissingReference:
+        named = set(DEVICE_KEYS) | set(FACT_KEYS)
+        values = [k for k in keys if k not in named]
+        if any(self.status(k) != CURRENT for k in values):
             return ""
-
-    def _present(self, key):
-        if self.status(key) != CURRENT:
-            raise MissingReference(key)
-        return self.reference_text(key)
+        behind = [self.device_of(k) for k in values]
+        slug = max(self.devices, key=lambda d: (
+            behind.count(d), -self.devices.index(d)))
+        if not values:
+            slug = self.device
+        facts = device_facts(slug)
+        words = dict(zip(DEVICE_KEYS, (self.gpu_of(slug),
+                                       self.gpu_short_of(slug))))
+        for key, field in FACT_KEYS.items():
+            if field in facts:
+                words[key] = format_value(facts[field])
+        if any(k in FACT_KEYS and k not in words for k in keys):
+            return ""
+        texts = {}
+        for key in values:
+            text = format_value(self.reference(key))
+            other = self.device_of(key)
+            texts[key] = text if other == slug else \
+                f"{text} ({self.gpu_short_of(other)})"
+        return template.format_map({**texts, **words})
 
     def glue_clause(self, name, template):
         """Glue `clause` of ``template`` as ``name`` (``NAME_ref``, as
@@ -305,9 +381,20 @@ class Lesson:
         carries it, and the table, collapsed."""
         from IPython.display import HTML, display
         run = self.run_info if self.captured else {}
+        origin = {k: self.gpu_short_of(self.device_of(k))
+                  for k, *_ in self.rows() if self.label(k)}
+        others = []
+        for slug in self.devices:
+            if slug != self.device and any(
+                    self.device_of(k) == slug for k in origin):
+                part = self.references[slug].get("lessons", {}).get(
+                    self.lesson, {})
+                others.append((self.name_of(slug), self.gpu_short_of(slug),
+                               part.get("date"), part.get("commit")))
         display(HTML(compare_table(
             self.device_name, run.get("date"), run.get("commit"),
-            self.rows(), labels=self.labels())))
+            self.rows(), labels=self.labels(), origin=origin,
+            others=others)))
 
     def labels(self):
         """``{key: label}``: those ``book/reference/labels.json`` gives
@@ -410,14 +497,18 @@ def _reference_cell(text, state):
     return text + STALE_MARK if state == STALE else text
 
 
-def compare_table(device_name, date, commit, rows, labels=None):
+def compare_table(device_name, date, commit, rows, labels=None, origin=None,
+                  others=()):
     """The HTML `Lesson.compare` shows, from ``rows`` of ``(key, this
     run, reference, state)``: a line on the capture (``date`` and
     ``commit`` None: never captured), the stale mark explained when a
     row is stale, and a collapsed table of the numbers with readable
     ``labels`` (``{key: label}``; `key_label` for the rest). Words and
     figure data are left out (the prose shows them). Each row carries its
-    key as ``data-key``."""
+    key as ``data-key``. Where some values come from other reference
+    devices than ``device_name``: ``origin`` (``{key: "H100"}``) labels
+    them, and ``others`` (``[(name, short name, date, commit)]``) says
+    when those devices ran the lesson."""
     from html import escape
     labels = labels or {}
     device = escape(device_name)
@@ -431,6 +522,13 @@ def compare_table(device_name, date, commit, rows, labels=None):
         head = (f"<p>The {device}'s column: this lesson as the book's "
                 f"reference run measured it"
                 f"{f' ({escape(when)})' if when else ''}.</p>")
+    origin = origin or {}
+    for name, short, other_date, other_commit in others:
+        when = capture_words(other_date, other_commit)
+        head += (f"<p>Values marked ({escape(short)}) are the "
+                 f"{escape(name)}'s, from its run of this lesson"
+                 f"{f' ({escape(when)})' if when else ''}: the {device} "
+                 f"has no current value of them.</p>")
     if any(s == STALE for _, _, _, s in rows):     # words too: prose
         head += (f"<p>{STALE_MARK} <i>Stale</i>: the cell that measures "
                  f"the value, or code it calls, has changed since the "
@@ -438,7 +536,8 @@ def compare_table(device_name, date, commit, rows, labels=None):
     body = "".join(
         f'<tr data-key="{escape(k)}"><td>'
         f"{escape(labels.get(k) or key_label(k))}</td><td>{escape(a)}</td>"
-        + ("" if never else f"<td>{escape(_reference_cell(b, s))}</td>")
+        + ("" if never else f"<td>{escape(_reference_cell(b, s))}"
+           f"{escape(f' ({origin[k]})') if k in origin else ''}</td>")
         + "</tr>"
         for k, a, b, s in shown)
     beside = "" if never else f" beside the {device}'s"
