@@ -661,15 +661,31 @@ def _words(*phrases):
     return "|".join(r"\s+".join(map(re.escape, p.split())) for p in phrases)
 
 
-#: How a lesson may still name the H100 by hand: facts about H100s that
-#: stay true whichever GPU's run is the book's reference (the CPU device
-#: model's profile was measured on one; NVIDIA's published figures). The
-#: reference run itself is named through glue: {glue:text}`ref_gpu`
-#: ("NVIDIA H100") or {glue:text}`ref_gpu_short` ("H100"), which
-#: `Lesson.glue_device` glues from the reference's device.
-H100_FACTS = re.compile(_words(
-    "H100 SXM", "Hopper GPUs such as the H100", "H100 the book first ran on")
-    + r"|\b[Aa]n\s+H100\b")
+#: The facts in which a lesson may still name a GPU by hand: each stays
+#: true whichever GPU's run supplies the values beside it (NVIDIA's
+#: published figures for H100s; what the book's first run, on an H100,
+#: found). Every other mention of a reference GPU goes through glue:
+#: {glue:text}`ref_gpu` ("NVIDIA H100") or {glue:text}`ref_gpu_short`
+#: ("H100"), which `Lesson.glue_device` glues from the device that
+#: supplies most of the lesson's values, or a clause
+#: (`Lesson.glue_clause`), which names the device behind its own values
+#: and reads its published facts from ``book/reference/device-facts.json``.
+GPU_FACTS = (
+    "H100 SXM",                                 # 01.1, 01.2: NVIDIA's figure
+    "Hopper GPUs such as the H100",             # 01.1: compute capability
+    "H100 the book first ran on",               # 01.2, 06.1: its link
+    "an H100 has three",                        # 01.1, 05.1: copy engines
+    "as an H100 has",                           # 05.3: copy engines
+    "an H100's own memory delivers",            # 01.2: published bandwidth
+    "On an H100 the book's test suite did see",  # 04.1: that run's finding
+    "on an H100, one unconstrained fit",        # 04.2: that run's finding
+    "as one of this lesson did on an H100",     # 04.2: the same finding
+)
+H100_FACTS = re.compile(_words(*GPU_FACTS))
+
+#: The GPUs whose names prose must not write by hand outside `GPU_FACTS`:
+#: the book's reference GPUs, the lent one among them.
+REFERENCE_GPUS = ("H100", "H200")
 
 
 def profile_phrases(names):
@@ -694,6 +710,8 @@ def named_by_hand(text, names=("H100",)):
 
 def test_named_by_hand_finds_the_reference_named_by_hand():
     assert named_by_hand("132 on an H100 SXM") == []
+    assert named_by_hand("At its published 3.35 TB/s an H100\nwould") == [
+        "At its published 3.35 TB/s an H100 would"]
     assert named_by_hand("The H100 the book first\nran on") == []
     assert named_by_hand("its H100 profile") == ["its H100 profile"]
     assert named_by_hand("(H100 reference: 3)") == ["(H100 reference: 3)"]
@@ -710,8 +728,9 @@ def test_prose_names_the_reference_gpu_through_glue(lesson):
     code), name the H100 (or the reference device's model) only in the
     facts of `H100_FACTS`."""
     nb = read(BOOK / f"{lesson}.ipynb")
-    model = R.short_name(R.load()["device"]["name"]).split()[-1]
-    names = tuple({"H100", model})
+    names = tuple(sorted({*REFERENCE_GPUS, *(
+        R.short_name(R.load(d)["device"]["name"]).split()[-1]
+        for d in R.reference_devices())}))
     found = [(f"markdown cell {c.get('id')}", hit)
              for c in nb["cells"] if c["cell_type"] == "markdown"
              for hit in named_by_hand("".join(c["source"]), names)]

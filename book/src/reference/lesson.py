@@ -291,7 +291,7 @@ class Lesson:
         return (text if state == CURRENT else text + STALE_MARK) \
             + self.label(key)
 
-    def clause(self, template):
+    def clause(self, template, only=None):
         """``template`` with each ``{key}`` replaced by the reference
         text of ``key``, or ``""`` when any of its values is not current:
         a clause whose reference is missing, or stale (measured by an
@@ -303,7 +303,10 @@ class Lesson:
         them; a value from another device carries its name), and
         `FACT_KEYS` (``{ref_gpu_tbps}``, ...) give that device's published
         facts (a clause needing a fact the table lacks drops out too). For
-        example ``"(on the {ref_gpu_short}: {trip_gbs} GB/s)"``."""
+        example ``"(on the {ref_gpu_short}: {trip_gbs} GB/s)"``. With
+        ``only`` (a slug), the clause is a finding of that device's run:
+        it drops out unless that device is the one behind its values, so
+        that one GPU's finding is never said of another's numbers."""
         keys = [f for _, f, _, _ in string.Formatter().parse(template)
                 if f]
         named = set(DEVICE_KEYS) | set(FACT_KEYS)
@@ -315,6 +318,8 @@ class Lesson:
             behind.count(d), -self.devices.index(d)))
         if not values:
             slug = self.device
+        if only is not None and slug != only:
+            return ""
         facts = device_facts(slug)
         words = dict(zip(DEVICE_KEYS, (self.gpu_of(slug),
                                        self.gpu_short_of(slug))))
@@ -331,12 +336,12 @@ class Lesson:
                 f"{text} ({self.gpu_short_of(other)})"
         return template.format_map({**texts, **words})
 
-    def glue_clause(self, name, template):
-        """Glue `clause` of ``template`` as ``name`` (``NAME_ref``, as
-        `glue_ref` names words about the reference): the sentence pastes
-        it where the clause goes, and it is empty when a value is
-        missing."""
-        self.glue_ref(name, self.clause(template))
+    def glue_clause(self, name, template, only=None):
+        """Glue `clause` of ``template`` (``only``: a finding of that
+        device's run) as ``name`` (``NAME_ref``, as `glue_ref` names words
+        about the reference): the sentence pastes it where the clause
+        goes, and it is empty when a value is missing."""
+        self.glue_ref(name, self.clause(template, only))
 
     def glue(self, name, value, display=True):
         """`myst_nb.glue` ``name``, and ``name + '_ref'`` beside it. Text
