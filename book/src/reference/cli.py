@@ -259,5 +259,5 @@ def main(argv=None):
         print(f"refused: {e}", file=sys.stderr)
         return 2
     print(f"wrote {_shown_path(path)}")
-    print_status(Path(path).stem)
+    print_status()
     return 0
