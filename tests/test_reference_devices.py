@@ -241,3 +241,28 @@ def test_the_facts_a_page_pastes_follow_the_values_device(references,
     assert ref.device_of("pace_us") == "nvidia-h200"
     assert ref.clause("{ref_gpu_tbps} TB/s an {ref_gpu_short} ({pace_us})",
                       only="nvidia-h200").startswith("4.8 TB/s an H200 (")
+
+
+def test_a_fingerprint_is_blind_to_the_models_size_only():
+    """A change of what only the CPU device model runs (``pick``'s ``cpu``
+    size) leaves a GPU's values current; a change of the GPU's size, or
+    of any other code, does not."""
+    cell = "z = cp.ones(pick(cpu=2**22, gpu=2**26))\nglue('ms', t)"
+    same = [cell.replace("cpu=2**22", "cpu=2**24"),
+            cell.replace("cpu=2**22", "cpu=[2**k for k in range(3)]"),
+            cell.replace("cpu=2**22, gpu=2**26", "cpu=(1,\n  2), gpu=2**26")]
+    other = [cell.replace("gpu=2**26", "gpu=2**27"),
+             cell.replace("cp.ones", "cp.zeros"),
+             cell.replace("pick(cpu=2**22, gpu=2**26)", "2**26")]
+    for code in same:
+        assert R.fingerprint(code) == R.fingerprint(cell), code
+    for code in other:
+        assert R.fingerprint(code) != R.fingerprint(cell), code
+    assert R.fingerprint("n = src.pick(5, 11)") == R.fingerprint(
+        "n = src.pick(7, 11)")
+    assert R.fingerprint("%time pick(cpu=1, gpu=2)") != R.fingerprint(
+        "%time pick(cpu=3, gpu=2)")         # magics: the code as written
+    # A cell with no pick hashes as before the rule: the stored values of
+    # every other cell kept their fingerprints.
+    assert R.fingerprint("x = 1") == __import__("hashlib").sha1(
+        b"x = 1").hexdigest()[:12]

@@ -97,13 +97,14 @@ machine's device, software, date and commit), ``writer`` (``capture`` and
 ``import``) and ``cli`` (the commands).
 """
 from .store import (
-    CURRENT, DEFAULT_DEVICE, DEFAULT_FILE, DEVICE_KEYS, EXCLUDED, EXCLUSIONS,
-    FACT_KEYS, FACTS, OTHER_LESSONS, PROFILE_KEYS, UNMEASURED_KEYS,
-    FALLBACK_DEVICE, FIGURE_DATA, GLUE_PREFIX, LESSON_GLOB, NOT_CAPTURED,
-    RAISES, REF_SUFFIX, STALE, STATES, clear_execution_cache,
-    comparator_device, compared_keys, current_fingerprints, default_device,
-    device_facts, fingerprint, glued_outputs, lesson_names, lesson_status,
-    load, load_exclusions, load_labels, parse_glued, read_glued,
+    CURRENT, DEFAULT_DEVICE, DEFAULT_FILE, DEVICE_KEYS, EXCLUDED,
+    EXCLUSIONS, FACT_KEYS, FACTS, OTHER_LESSONS, PROFILE_KEYS,
+    UNMEASURED_KEYS, FALLBACK_DEVICE, FIGURE_DATA, GLUE_PREFIX,
+    LESSON_GLOB, NOT_CAPTURED, RAISES, REF_SUFFIX, STALE, STATES,
+    clear_execution_cache, comparator_device, compared_keys,
+    current_fingerprints, default_device, device_facts, fingerprint,
+    glued_outputs, model_blind, lesson_names, lesson_status, load,
+    load_exclusions, load_labels, parse_glued, read_glued,
     reference_devices, reference_lessons, reference_path, report, resolve,
     set_default_device, set_reference_devices, sources, status_of,
     unshown_keys)
@@ -130,7 +131,7 @@ __all__ = [
     "comparator_device", "clear_execution_cache",
     "EXCLUSIONS", "REF_SUFFIX", "LESSON_GLOB", "GLUE_PREFIX", "RAISES",
     "FIGURE_DATA", "default_device", "set_default_device",
-    "fingerprint", "parse_glued", "read_glued", "glued_outputs",
+    "fingerprint", "model_blind", "parse_glued", "read_glued", "glued_outputs",
     "compared_keys", "reference_path", "load", "load_exclusions",
     "load_labels",
     "lesson_names", "current_fingerprints", "status_of", "lesson_status",
