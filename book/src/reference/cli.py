@@ -259,5 +259,14 @@ def main(argv=None):
         print(f"refused: {e}", file=sys.stderr)
         return 2
     print(f"wrote {_shown_path(path)}")
-    print_status()
+    slug = Path(path).stem
+    print_status(slug)
+    if slug in reference_devices():
+        print(f"{slug} is one of the book's reference devices: "
+              "`python -m src.reference status` shows what the lessons "
+              "show")
+    else:
+        print(f"{slug} is not one of the book's reference devices "
+              f"({', '.join(reference_devices())}): `python -m "
+              f"src.reference default {slug}` puts it first")
     return 0
