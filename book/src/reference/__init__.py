@@ -101,17 +101,19 @@ from .store import (
     EXCLUSIONS, FACT_KEYS, FACTS, OTHER_LESSONS, PROFILE_KEYS,
     UNMEASURED_KEYS, FALLBACK_DEVICE, FIGURE_DATA, GLUE_PREFIX,
     LESSON_GLOB, NOT_CAPTURED, RAISES, REF_SUFFIX, STALE, STATES,
-    clear_execution_cache, comparator_device, compared_keys,
-    current_fingerprints, default_device, device_facts, fingerprint,
-    glued_outputs, model_blind, lesson_names, lesson_status, load,
-    load_exclusions, load_labels, parse_glued, read_glued,
-    reference_devices, reference_lessons, reference_path, report, resolve,
-    set_default_device, set_reference_devices, sources, status_of,
+    compared_keys, current_fingerprints, default_device, fingerprint,
+    glued_outputs, lesson_names, lesson_status, load, load_exclusions,
+    load_labels, parse_glued, read_glued, reference_devices,
+    reference_lessons, reference_path, report, resolve, sources, status_of,
     unshown_keys)
-from .lesson import (
-    MISSING, STALE_MARK, FigureData, Lesson, Text, capture_words,
-    compare_table, format_value, is_number, key_label, notebook_labels,
-    short_name, table_labels)
+from .cells import model_blind
+from .devices import (
+    clear_execution_cache, comparator_device, device_facts,
+    set_default_device, set_reference_devices)
+from .lesson import FigureData, Lesson, Text, short_name
+from .table import (
+    MISSING, STALE_MARK, capture_words, compare_table, format_value,
+    is_number, key_label, notebook_labels, table_labels)
 from .machine import (
     RefusedError, device_info, device_slug, git_commit, refuse_model,
     run_info, today)

@@ -10,7 +10,8 @@ from .machine import RefusedError, run_info
 from .store import (
     CURRENT, NOT_CAPTURED, STALE, STATES, _entries, _read_lesson, _text,
     current_fingerprints, default_device, figure_stale, fingerprint, load,
-    reference_devices, report, set_default_device, sources)
+    reference_devices, report, sources)
+from .devices import set_default_device
 from .writer import (
     _shown_path, capture, import_notebooks, mark_stale, move_lesson)
 

@@ -5,28 +5,10 @@ Also the refusal to take the CPU device model's numbers for a GPU's.
 import datetime
 import os
 import platform
-import re
 import subprocess
 
+from .devices import device_slug
 from .store import BOOK
-
-
-#: Words of a device's name that its slug leaves out: memory size and
-#: kind, the SXM form factor (the plain card of a model: "NVIDIA H100 80GB
-#: HBM3", "NVIDIA H200") and filler. Other form factors stay ("pcie",
-#: "nvl"): their memory and clocks differ from the SXM card's, so their
-#: runs are filed apart.
-_DROP = re.compile(r"^(\d+gb|hbm\w*|sxm\d*|tensor|core|gpu)$")
-
-
-def device_slug(name):
-    """The file name of a device's reference, from its name: vendor, model
-    and any form factor other than SXM, without memory size or kind
-    (``NVIDIA H100 80GB HBM3``: ``nvidia-h100``; ``NVIDIA H100 PCIe``:
-    ``nvidia-h100-pcie``; ``NVIDIA H200 NVL``: ``nvidia-h200-nvl``)."""
-    words = [w for w in re.split(r"[^a-z0-9]+", name.lower()) if w]
-    kept = [w for w in words if not _DROP.match(w)] or words
-    return "-".join(kept) or "unknown"
 
 
 def _cuda_version(v):
@@ -127,3 +109,6 @@ def refuse_model(backend, allow_model):
             "is a real GPU's numbers (pass --allow-model to write one "
             "anyway, for trying the tool)")
 
+
+__all__ = ["device_slug", "device_info", "git_commit", "run_info", "today",
+           "RefusedError", "refuse_model"]

@@ -14,6 +14,8 @@ import json
 import re
 from pathlib import Path
 
+from .cells import model_blind
+
 BOOK = Path(__file__).resolve().parents[2]
 REFERENCE_DIR = BOOK / "reference"
 #: The file that lists the book's reference devices in order, one slug a
@@ -86,87 +88,6 @@ def default_device(root=None):
 DEFAULT_DEVICE = default_device()
 
 
-def set_reference_devices(slugs, root=None):
-    """Write the order of the reference devices; refused (ValueError) for
-    a slug that ``root`` (`REFERENCE_DIR`) holds no ``slug.json`` of, or
-    none. Clears the book's execution cache (`clear_execution_cache`).
-    Returns the file written."""
-    slugs = list(dict.fromkeys(slugs))
-    if not slugs:
-        raise ValueError("name at least one reference device")
-    for slug in slugs:
-        if not slug or "/" in slug or not reference_path(slug,
-                                                         root).is_file():
-            raise ValueError(
-                f"no reference {reference_path(slug or '?', root)}: store "
-                "one first (python -m src.reference import, or capture)")
-    path = Path(root or REFERENCE_DIR) / DEFAULT_FILE
-    path.write_text("".join(f"{s}\n" for s in slugs))
-    clear_execution_cache(root)
-    return path
-
-
-def set_default_device(slug, root=None):
-    """Make ``slug`` the book's first reference device, the others kept
-    after it in their order; refused (ValueError) when ``root``
-    (`REFERENCE_DIR`) holds no ``slug.json``. The lessons show it once
-    they are executed again. Returns the file written."""
-    if not slug or "/" in slug or not reference_path(slug, root).is_file():
-        raise ValueError(
-            f"no reference {reference_path(slug or '?', root)}: store one "
-            "first (python -m src.reference import, or capture)")
-    others = [s for s in reference_devices(root) if s != slug
-              and reference_path(s, root).is_file()]
-    return set_reference_devices([slug, *others], root)
-
-
-#: Where Jupyter Book keeps its execution cache (`execute_notebooks:
-#: cache`), relative to the project root.
-EXECUTION_CACHE = Path("_build") / ".jupyter_cache"
-
-
-def clear_execution_cache(root=None):
-    """Remove the execution cache of the book whose references are in
-    ``root`` (`REFERENCE_DIR`: ``book/reference``, two folders below the
-    project). The cache keys a notebook on its code cells alone, so after
-    a new capture or a new order of reference devices it would serve
-    outputs glued from the old reference. Returns whether there was
-    one."""
-    import shutil
-    path = Path(root or REFERENCE_DIR).resolve().parents[1] / EXECUTION_CACHE
-    if not path.exists():
-        return False
-    shutil.rmtree(path, ignore_errors=True)
-    return True
-
-
-def comparator_device():
-    """The slug of the reference device the CPU device model is compared
-    with: the one its profile was measured on (the profile in use,
-    ``BOOK_CPU_PROFILE`` or the default, the H100's), whatever the order
-    of `reference_devices`. `benchmarks/lessoneffects.py`, fidelity and
-    calibration compare the model with this device's runs: another GPU's
-    numbers would test the profile against hardware it does not model."""
-    from ..cpudevice._profile import Profile
-    from .machine import device_slug
-    data = Profile.load().data
-    return device_slug(data.get("device", data["name"]))
-
-
-def device_facts(slug, root=None):
-    """The published facts of reference device ``slug`` from
-    ``device-facts.json`` in ``root`` (`REFERENCE_DIR`): ``name``,
-    ``bandwidth_tbps``, ``memory_gb``, ``link`` and their ``source``
-    (an empty dict for a device the table lacks)."""
-    path = Path(root or REFERENCE_DIR) / FACTS.name
-    if not path.exists():
-        path = FACTS
-    if not path.exists():
-        return {}
-    facts = json.loads(path.read_text())
-    return dict(facts.get(slug, {})) if not slug.startswith("_") else {}
-
-
 def fingerprint(source):
     """A short hash of a cell's code, blind to blank lines and trailing
     spaces, and to what only the CPU device model runs: the ``cpu`` size
@@ -177,50 +98,6 @@ def fingerprint(source):
     source = model_blind(source)
     lines = [ln.rstrip() for ln in source.splitlines() if ln.strip()]
     return hashlib.sha1("\n".join(lines).encode()).hexdigest()[:12]
-
-
-#: What `model_blind` writes in place of a ``cpu=`` size.
-MODEL_SIZE = "..."
-
-
-def model_blind(source):
-    """``source`` with the argument that only the CPU device model runs
-    written as `MODEL_SIZE`: the ``cpu`` argument of every call of
-    ``pick`` (``pick(cpu=2**22, gpu=2**26)`` reads ``pick(cpu=...,
-    gpu=2**26)``; ``src.pick`` returns it only off a GPU). Code that does
-    not parse (IPython magics) is returned as it is."""
-    try:
-        tree = ast.parse(source)
-    except SyntaxError:
-        return source
-    spans = []
-    for node in ast.walk(tree):
-        if not isinstance(node, ast.Call):
-            continue
-        name = getattr(node.func, "id", getattr(node.func, "attr", None))
-        if name != "pick":
-            continue
-        args = [k.value for k in node.keywords if k.arg == "cpu"]
-        args += node.args[:1]
-        spans += [(a.lineno, a.col_offset, a.end_lineno, a.end_col_offset)
-                  for a in args]
-    if not spans:
-        return source
-    lines = source.splitlines(keepends=True)
-    starts = [0]
-    for line in lines:
-        starts.append(starts[-1] + len(line))
-
-    def offset(lineno, col):
-        # ast counts columns in UTF-8 bytes
-        line = lines[lineno - 1]
-        return starts[lineno - 1] + len(
-            line.encode()[:col].decode(errors="ignore"))
-
-    for l0, c0, l1, c1 in sorted(spans, reverse=True):
-        a, b = offset(l0, c0), offset(l1, c1)
-        source = source[:a] + MODEL_SIZE + source[b:]
-    return source
 
 
 _NUMPY_SCALAR = re.compile(r"^np\.(?:float|int|uint|bool_?)\w*\((.*)\)$")

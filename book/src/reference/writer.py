@@ -13,6 +13,7 @@ import sys
 from pathlib import Path
 
 from . import store
+from .devices import clear_execution_cache
 from .machine import (
     RefusedError, device_slug, git_commit, refuse_model, today)
 from .store import (
@@ -194,7 +195,7 @@ def save(notebooks, info, slug, date, commit, source, root=None,
     path = write(reference, slug, root)
     # The build's execution cache keys a lesson on its code alone: it
     # would serve the values glued from the reference before this one.
-    store.clear_execution_cache(root)
+    clear_execution_cache(root)
     return path
 
 
