@@ -88,22 +88,6 @@ def _current_stream_ptr(device_id):
     return ptr
 
 
-def _refuse_in_capture(library):
-    """CuPy refuses cuBLAS and cuRAND calls on a capturing stream (their
-    ``setStream``) before queueing anything: the capture stays valid."""
-    if _queue_of(None).capture is not None:
-        raise NotImplementedError(
-            f"calling {library} API during stream capture is currently "
-            "unsupported")
-
-
-def _check_cublas_capture(dtype):
-    """``matmul``/``dot``: integer and boolean products use CuPy's own
-    kernel, the others cuBLAS, which capture refuses."""
-    if dtype.kind not in "biu":
-        _refuse_in_capture("cuBLAS")
-
-
 def get_current_stream_ptr():
     return _current_stream_ptr(runtime._tls.device)
 
