@@ -1,6 +1,7 @@
 """The core of the CPU device model's arrays: queueing a kernel on a stream
-(`_launch`), the device check, shapes and operand checks, and the pool new
-arrays are allocated from. It knows no array type; the arrays' modules
+(`_launch`), the device check, shapes and operand checks, the libraries
+(cuBLAS, cuRAND) that CuPy refuses in a capture, and the pool new arrays are
+allocated from. It knows no array type; the arrays' modules
 build on it, each importing only those before it:
 
 * `_copies`: host<->device copies (pinned, and pageable through staging);
@@ -67,6 +68,22 @@ def _check_device(arrays):
                 "is unavailable between these devices. Copy the array to "
                 "the current device first (cp.asarray(array) inside "
                 "`with cp.cuda.Device(...)`).")
+
+
+def _refuse_in_capture(library):
+    """CuPy refuses cuBLAS and cuRAND calls on a capturing stream (their
+    ``setStream``) before queueing anything: the capture stays valid."""
+    if _queue_of(None).capture is not None:
+        raise NotImplementedError(
+            f"calling {library} API during stream capture is currently "
+            "unsupported")
+
+
+def _check_cublas_capture(dtype):
+    """``matmul``/``dot``: integer and boolean products use CuPy's own
+    kernel, the others cuBLAS, which capture refuses."""
+    if dtype.kind not in "biu":
+        _refuse_in_capture("cuBLAS")
 
 
 def _normalize_shape(shape):
