@@ -266,3 +266,15 @@ def test_a_fingerprint_is_blind_to_the_models_size_only():
     # every other cell kept their fingerprints.
     assert R.fingerprint("x = 1") == __import__("hashlib").sha1(
         b"x = 1").hexdigest()[:12]
+
+
+def test_words_about_reference_values_name_the_device_behind_them(
+        references, tmp_path):
+    lesson = "06_1_bandwidth"
+    keys = [k for k, (st, _) in R.resolve(lesson).items()
+            if st == R.CURRENT]
+    import_as_h200(references, tmp_path, lesson, drop={keys[0]})
+    ref = R.Lesson(lesson)
+    assert ref.gpu_behind(keys[0]) == "NVIDIA H100"
+    assert ref.gpu_behind(keys[1]) == ref.gpu_behind() == "NVIDIA H200"
+    assert ref.gpu_behind(keys[0], "not_a_key") == "NVIDIA H100"

@@ -165,6 +165,16 @@ class Lesson:
         """`gpu` without its maker ("H100")."""
         return self.gpu_short_of(self.device)
 
+    def gpu_behind(self, *keys):
+        """The name, as prose says it, of the device behind ``keys``'
+        reference values (the one that supplies most of them; the
+        lesson's device for none): words computed from `reference`
+        values name it, never the lesson's device by default."""
+        behind = [self.device_of(k) for k in keys]
+        slug = max(self.devices, key=lambda d: (
+            behind.count(d), -self.devices.index(d)))
+        return self.gpu_of(slug if any(behind) else self.device)
+
     def source(self, key):
         """``(state, slug)``: the state of ``key``'s reference value and
         the device it comes from (None: not captured, or excluded)."""
