@@ -116,7 +116,7 @@ def test_solutions_are_cut_at_their_fences_and_named():
     assert len(set(ids)) == len(ids)
 
 
-def doctree(nb):
+def doctree(nb, out):
     """The page myst-nb makes of ``nb`` (pseudo-XML, stored outputs), with
     the notebook's own line numbers, cell metadata and comments (which
     the HTML writer drops) taken out. Plain docutils lacks sphinx-design's
@@ -128,18 +128,19 @@ def doctree(nb):
         source, parser=parser(), writer_name="pseudoxml",
         settings_overrides={
             "nb_execution_mode": "off", "report_level": 5,
+            "nb_output_folder": str(out),
             "myst_enable_extensions": ["colon_fence", "dollarmath"],
             "output_encoding": "unicode"})
     text = re.sub(r' (line|cell_metadata|cell_index)="[^"]*"', "", text)
     return re.sub(r"\n *<comment[^>]*>\n( +[^<\n]*\n)*", "\n", text)
 
 
-def test_the_book_renders_the_same_page_from_the_split_cells():
+def test_the_book_renders_the_same_page_from_the_split_cells(tmp_path):
     before = exercises_notebook()
     after = copy.deepcopy(before)
     execute.jupyterlab_layout(after)
     assert len(after.cells) > len(before.cells)
-    page = doctree(before)
-    assert doctree(after) == page
+    page = doctree(before, tmp_path)
+    assert doctree(after, tmp_path) == page
     assert page.count("<admonition") == 2 and "Twice as long" in page
     assert '<enumerated_list enumtype="arabic" prefix="" start="2"' in page

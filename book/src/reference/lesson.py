@@ -140,8 +140,7 @@ class Lesson:
         self.exclusions = load_exclusions().get(lesson, {})
         self.now = current_fingerprints(lesson, entries=self.entries)
         from .glue import GluedValues
-        self.values = GluedValues(lesson)
-        self.series = {}
+        self.values, self.series = GluedValues(lesson), {}
 
     @property
     def captured(self):
