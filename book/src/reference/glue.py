@@ -1,4 +1,4 @@
-"""The book's `glue`: myst_nb's, without importing myst_nb in a reader's kernel.
+"""The book's `glue`: myst_nb's, without myst_nb in a reader's kernel.
 
 `glue` publishes exactly the display bundle ``myst_nb.glue`` does (each
 MIME type of the value's display data, prefixed with `GLUE_PREFIX` when not
