@@ -27,6 +27,10 @@ PNG = base64.b64decode(
     "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNk+M9QDwAD"
     "hgGAWjR9awAAAABJRU5ErkJggg==")
 
+#: Where a lesson's glue calls go (`src.reference.glue.glue`, myst_nb's
+#: bundle without myst_nb): a test records them by patching it.
+GLUE = "src.reference.glue.glue"
+
 
 def read(path):
     return json.loads(Path(path).read_text())
@@ -492,7 +496,7 @@ def test_import_refuses_the_model_and_unexpected_errors(tmp_path):
 def test_lesson_glues_the_reference_beside_each_value(monkeypatch,
                                                       tmp_path):
     glued = []
-    monkeypatch.setattr("myst_nb.glue", lambda name, value, display=True:
+    monkeypatch.setattr(GLUE, lambda name, value, display=True:
                         glued.append((name, value)))
     run = write_nb(synthetic_lesson(), tmp_path / "run" / "99_synthetic"
                    ".ipynb")
@@ -577,7 +581,7 @@ def test_switching_the_default_switches_what_lessons_glue(monkeypatch,
     the default, a lesson glues that GPU's name and values, with no
     argument to change in the lesson."""
     glued = {}
-    monkeypatch.setattr("myst_nb.glue", lambda name, value, display=True:
+    monkeypatch.setattr(GLUE, lambda name, value, display=True:
                         glued.__setitem__(name, value))
     h100 = R.load("nvidia-h100")
     other = json.loads(json.dumps(h100))
@@ -785,7 +789,7 @@ def test_glue_profile_glues_the_models_profile(monkeypatch, tmp_path):
     path.write_text(json.dumps(data))
     monkeypatch.setenv("BOOK_CPU_PROFILE", str(path))
     glued = {}
-    monkeypatch.setattr("myst_nb.glue", lambda name, value, display=True:
+    monkeypatch.setattr(GLUE, lambda name, value, display=True:
                         glued.__setitem__(name, value))
     values = R.Lesson("99_not_a_lesson").glue_profile()
     assert glued == values and set(glued) == set(R.PROFILE_KEYS)
@@ -797,7 +801,7 @@ def test_glue_profile_glues_the_models_profile(monkeypatch, tmp_path):
 
 def test_glue_ref_glues_words_about_the_reference(monkeypatch):
     glued = {}
-    monkeypatch.setattr("myst_nb.glue", lambda name, value, display=True:
+    monkeypatch.setattr(GLUE, lambda name, value, display=True:
                         glued.__setitem__(name, value))
     ref = R.Lesson("99_not_a_lesson")
     ref.glue("ms", 1.0)
@@ -1092,7 +1096,7 @@ def test_a_clause_drops_out_when_its_reference_is_missing(monkeypatch):
     assert ref.reference_text("gone") == R.MISSING
     assert ref.reference_text("old") == "2,929" + R.STALE_MARK
     glued = []
-    monkeypatch.setattr("myst_nb.glue", lambda name, value, display=True:
+    monkeypatch.setattr(GLUE, lambda name, value, display=True:
                         glued.append((name, value)))
     ref.glue_clause("gone_words_ref", "({gone} ms)")
     assert glued == [("gone_words_ref", "")]

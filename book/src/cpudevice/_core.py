@@ -19,6 +19,7 @@ import threading
 import numpy
 
 from . import _hardware
+from ._errors import shown
 from .cuda import runtime
 from .cuda.memory import get_default_memory_pool
 from .cuda.stream import _queue_of
@@ -62,12 +63,12 @@ def _check_device(arrays):
     dev = runtime._tls.device
     for a in arrays:
         if a.data.device_id != dev:
-            raise ValueError(
+            raise shown(ValueError(
                 f"The device where the array resides ({a.data.device_id}) "
                 f"is different from the current device ({dev}). Peer access "
                 "is unavailable between these devices. Copy the array to "
                 "the current device first (cp.asarray(array) inside "
-                "`with cp.cuda.Device(...)`).")
+                "`with cp.cuda.Device(...)`)."))
 
 
 def _refuse_in_capture(library):

@@ -122,8 +122,8 @@ class Lesson:
         self.run_info = {k: part.get(k, reference.get(k)) for k in (
             "date", "commit", "source")}
         self.figures = part.get("figures", [])
-        self.values = {}
-        self.series = {}
+        from .glue import GluedValues
+        self.values, self.series = GluedValues(lesson), {}
 
     @property
     def captured(self):
@@ -202,7 +202,7 @@ class Lesson:
         """Glue the reference device's name for prose, so that no sentence
         names it by hand: ``ref_gpu`` ("NVIDIA H100") and ``ref_gpu_short``
         (without its maker: "H100"). Not measurements: no ``*_ref``."""
-        from myst_nb import glue
+        from .glue import glue
         for key, text in zip(DEVICE_KEYS, (self.gpu, self.gpu_short)):
             glue(key, Text(text), display=False)
 
@@ -215,7 +215,7 @@ class Lesson:
         ``profile_h2d_gbps``. The profile is the model's on either backend
         (``BOOK_CPU_PROFILE`` or the default); not measurements: no
         ``*_ref``. Returns the glued values."""
-        from myst_nb import glue
+        from .glue import glue
         from ..cpudevice._profile import Profile
         data = Profile.load().data
         values = dict(zip(PROFILE_KEYS, (
@@ -238,7 +238,7 @@ class Lesson:
         if not name.endswith(REF_SUFFIX) or not base or base in self.values:
             raise ValueError(f"{name!r}: words about the reference are "
                              f"glued as 'NAME{REF_SUFFIX}', NAME not glued")
-        from myst_nb import glue
+        from .glue import glue
         glue(name, Text(text), display=False)
 
     def status(self, key):
@@ -332,7 +332,7 @@ class Lesson:
         is glued as itself: myst_nb pastes a string's ``repr``, whose
         quotes it strips only when they are single ones, so a sentence
         with an apostrophe would show in double quotes."""
-        from myst_nb import glue
+        from .glue import glue
         glue(name, Text(value) if isinstance(value, str) else value,
              display=display)
         self.values[name] = value
@@ -344,7 +344,7 @@ class Lesson:
         """Record the data behind a figure: each series a list (or array)
         of numbers or labels, glued under ``name`` as JSON, not displayed.
         A capture on a GPU stores it; `reference` gives the GPU's back."""
-        from myst_nb import glue
+        from .glue import glue
         plain = {k: _plain(v) for k, v in series.items()}
         json.dumps(plain)               # TypeError now, not at capture
         glue(name, FigureData(plain), display=False)
