@@ -1,13 +1,23 @@
-"""The GPU lane on a lent machine (tools/gpu/): what it may ask of the GPU.
+"""The GPU lane on a lent machine (tools/gpu/): what it may ask of the GPU,
+and what it brings.
 
 The lent machine's rule: never ask for more managed memory than the device
 has free, which can hang it. 02.3's GPU branch, as the lane runs it
 (``BOOK_LANE=1``, which tools/gpu/run.sh sets), keeps to it; rehearsed on
 the model (tools/gpu/rehearse.py) with a spy on every managed allocation.
+The lent machine has no package index: the wheels prepare.sh packs must
+run there beside only the image's packages.
 """
 import json
+import shutil
+import sys
+from pathlib import Path
+
+import nbformat
+import pytest
 
 import scripts
+import subproc
 from src.reference import store, writer
 
 ROOT = scripts.ROOT
@@ -86,3 +96,74 @@ def test_02_3_off_the_lane_oversubscribes_as_the_spy_sees(tmp_path):
     assert any(size > free for size, free in asked), asked
     assert oversubscribed_keys(nb) == oversubscribed_keys(
         json.loads(LESSON.read_text()))
+
+
+@pytest.mark.slow
+def test_the_packed_wheels_run_a_kernel_beside_only_the_images_packages(
+        tmp_path):
+    """tools/gpu/prepare.sh packs the pinned wheels (from the package
+    index), and tools/gpu/check_prepared.py finds each dependency packed
+    or the image's, then installs them as run.sh does into a clean Python
+    3.12 beside only the image's packages: they import nbval, myst_nb,
+    nbclient and ipykernel and start a kernel."""
+    index = subproc.command(
+        [sys.executable, "-m", "pip", "download", "-q", "--no-deps",
+         "--only-binary=:all:", "-d", str(tmp_path / "probe"),
+         "nbval==0.11.0"], timeout=120)
+    if index.returncode:
+        pytest.skip("the package index is out of reach: "
+                    + index.stderr.strip()[-200:])
+    gpu = tmp_path / "tools" / "gpu"
+    gpu.mkdir(parents=True)
+    for name in ("prepare.sh", "run.sh", "lane-wheels.txt"):
+        shutil.copy(ROOT / "tools" / "gpu" / name, gpu)
+    packed = subproc.command(["bash", str(gpu / "prepare.sh")], timeout=300)
+    assert packed.returncode == 0, packed.stdout + packed.stderr
+    assert "prepared: 34 pinned wheels for Python 3.12" in packed.stdout
+    checked = subproc.command(
+        [sys.executable, str(ROOT / "tools" / "gpu" / "check_prepared.py"),
+         "--whl", str(tmp_path / ".gpu" / "whl")], timeout=600)
+    if checked.returncode == 77:
+        pytest.skip(checked.stdout.strip().splitlines()[-1])
+    assert checked.returncode == 0, checked.stdout + checked.stderr
+    assert "a kernel ran the cell: (3, 12)" in checked.stdout
+    assert "nbval: 1 passed" in checked.stdout
+
+
+def lane(root, *steps, budget="200", **env):
+    """tools/gpu/run.sh run from ``root`` as from a project root."""
+    run = shutil.copy(ROOT / "tools" / "gpu" / "run.sh", root)
+    env = dict(OUT=str(root / "out"), BUDGET_S=budget, **env)
+    env["PATH"] = str(Path(sys.executable).parent) + ":/usr/bin:/bin"
+    return subproc.command(["bash", run, *steps], timeout=180, cwd=root,
+                           env=env)
+
+
+def test_the_lane_runs_the_lessons_and_fidelity_by_default_with_its_setting(
+        tmp_path):
+    """The first call of the plan: lessons and fidelity, no tests or bench,
+    and the lessons see BOOK_LANE=1."""
+    nb = nbformat.v4.new_notebook()
+    nb.cells = [nbformat.v4.new_code_cell(
+        "import os\nprint(os.environ.get('BOOK_LANE'))")]
+    (tmp_path / "book").mkdir()
+    (tmp_path / "tests").mkdir()
+    shutil.copy(ROOT / "tests" / "nbtexts.py", tmp_path / "tests")
+    nbformat.write(nb, str(tmp_path / "book" / "01_lesson.ipynb"))
+    lane(tmp_path)
+    steps = [line.split(":")[0] for line in
+             (tmp_path / "out" / "steps.log").read_text().splitlines()]
+    assert steps == ["lessons", "fidelity"], steps
+    ran = nbformat.read(str(tmp_path / "out" / "nb" / "01_lesson.ipynb"), 4)
+    assert ran.cells[0].outputs[0].text == "1\n"
+
+
+def test_the_lane_shows_pips_error_when_the_wheels_do_not_install(tmp_path):
+    (tmp_path / ".gpu" / "whl").mkdir(parents=True)
+    (tmp_path / ".gpu" / "whl" / "broken-1.0-py3-none-any.whl").write_text(
+        "not a zip file")
+    out = lane(tmp_path, "bench", budget="0")
+    assert out.returncode == 1, out.stdout + out.stderr
+    said = out.stdout.split("installing the wheels in .gpu/whl failed:")[1]
+    assert "ERROR: Wheel 'broken' located at" in said, out.stdout
+    assert "broken-1.0-py3-none-any.whl is invalid" in said, out.stdout
