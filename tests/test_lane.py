@@ -167,3 +167,42 @@ def test_the_lane_shows_pips_error_when_the_wheels_do_not_install(tmp_path):
     said = out.stdout.split("installing the wheels in .gpu/whl failed:")[1]
     assert "ERROR: Wheel 'broken' located at" in said, out.stdout
     assert "broken-1.0-py3-none-any.whl is invalid" in said, out.stdout
+
+
+@pytest.fixture
+def gpu_out(tmp_path):
+    """A GPU run's $OUT: fidelity-gpu.json and run.json, of an H200."""
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "fidelity-gpu.json").write_text(json.dumps(
+        {"backend": "gpu", "devices": ["NVIDIA H200"], "effects": {}}))
+    (out / "run.json").write_text(json.dumps(
+        {"device": {"name": "NVIDIA H200"}}))
+    (tmp_path / "benchmarks").mkdir()
+    return out
+
+
+def test_a_gpu_fidelity_run_is_kept_as_its_devices_own_file(gpu_out):
+    dest = scripts.load("tools/gpu/fidelity_dest.py").destination
+    benchmarks = gpu_out.parent / "benchmarks"
+    assert dest(gpu_out, benchmarks) == \
+        benchmarks / "fidelity-gpu-nvidia-h200.json"
+    assert dest(gpu_out, benchmarks, ["x.ipynb", "--device", "h200-x"]) \
+        == benchmarks / "fidelity-gpu-h200-x.json"
+    assert dest(gpu_out, benchmarks, ["--device=h200-y"]).name == \
+        "fidelity-gpu-h200-y.json"
+    (benchmarks / "fidelity-gpu-nvidia-h200.json").write_text(json.dumps(
+        {"devices": ["NVIDIA H200"]}))           # the same device's: kept
+    assert dest(gpu_out, benchmarks).is_file()
+    (benchmarks / "fidelity-gpu-nvidia-h200.json").write_text(json.dumps(
+        {"devices": ["NVIDIA H200 NVL"]}))       # another device's
+    with pytest.raises(SystemExit, match="holds a run of NVIDIA H200 NVL"):
+        dest(gpu_out, benchmarks)
+
+
+def test_a_fidelity_run_on_the_model_is_not_kept_as_a_gpus(gpu_out):
+    dest = scripts.load("tools/gpu/fidelity_dest.py").destination
+    (gpu_out / "fidelity-gpu.json").write_text(json.dumps(
+        {"backend": "cpu", "devices": ["CPU device model 0"]}))
+    with pytest.raises(SystemExit, match="not a GPU"):
+        dest(gpu_out, gpu_out.parent / "benchmarks")

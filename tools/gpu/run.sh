@@ -24,7 +24,8 @@
 # NBVAL_CHECK_OUTPUT cells' outputs as stored), and the tests step runs
 # tests/ alone, not the lessons again. Then
 # `bash tools/gpu/refresh-reference.sh` stores the lessons' numbers and
-# figures as that device's reference, and copies fidelity-gpu.json.
+# figures as that device's reference, and keeps fidelity-gpu.json as
+# benchmarks/fidelity-gpu-<device>.json.
 # LESSONS (names without .ipynb, space-separated) runs only those lessons,
 # for a capture of a few: refresh-reference.sh then updates only theirs.
 # BUDGET_S (default 330) caps the whole run: each step's timeout is cut to
