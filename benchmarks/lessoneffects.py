@@ -339,7 +339,9 @@ def reference_value(effect, reference=None):
     """The effect combined from the reference's values (None where one is
     missing), and whether every value it reads is current."""
     store = _reference_module()
-    reference = store.load() if reference is None else reference
+    if reference is None:
+        from src.reference import comparator_device
+        reference = store.load(comparator_device())
     entries = store._entries(reference, effect.lesson)
     status = store.lesson_status(effect.lesson, reference=reference)
     values = {k: entries[k]["value"] for k in effect.keys if k in entries}

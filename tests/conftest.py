@@ -23,8 +23,9 @@ def pytest_terminal_summary(terminalreporter):
     try:
         from src import reference
         states = reference.report()
-        name = reference.load().get("device", {}).get(
-            "name", reference.default_device())
+        name = ", then ".join(
+            reference.load(d).get("device", {}).get("name", d)
+            for d in reference.reference_devices())
     except Exception as e:                  # noqa: BLE001  (never fail CI)
         terminalreporter.write_line(f"reference values: not read ({e})")
         return

@@ -95,3 +95,22 @@ def test_the_backends_page_quotes_the_default_profile_as_it_is():
     missing = {what: text for what, text in quoted.items()
                if text not in page}
     assert not missing, f"book/backends.md does not say: {missing}"
+
+
+def test_a_backend_asked_for_after_the_import_is_told_once():
+    """``%env BOOK_BACKEND=...`` after ``src`` was imported cannot change
+    the backend: the next ``from src import ...`` says so once, and says
+    nothing of a value that asks for the backend in use."""
+    code = ("import os\nimport src\n"
+            "os.environ['BOOK_BACKEND'] = ' CPU '\nfrom src import cp\n"
+            "print('same', flush=True)\n"
+            "os.environ['BOOK_BACKEND'] = 'gpu'\nfrom src import cp, pick\n"
+            "from src import cp\nprint(src.BACKEND, src.nvml.__name__)\n")
+    r = run_import("cpu", code)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.split() == ["same", "cpu", "src.nvmlmodel"]
+    told = r.stderr.strip().splitlines()
+    assert len(told) == 1, told
+    assert told[0].startswith("BOOK_BACKEND is now 'gpu', but src chose "
+                              "its backend (cpu)")
+    assert "restart the kernel" in told[0]

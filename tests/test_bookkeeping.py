@@ -114,3 +114,30 @@ def test_sections_of_the_toc_are_lesson_pages(tmp_path):
                                         "book/05b_overlap"]
     finally:
         bk.ROOT = old
+
+
+@pytest.mark.parametrize("page", bk.lesson_pages())
+def test_a_notebook_reader_sees_at_most_10_percent_bookkeeping(page):
+    """In JupyterLab the cells the book hides are collapsed (their lines
+    count zero); of the lines left, markers included, at most 10% are the
+    book's own machinery."""
+    nb = json.loads((bk.ROOT / f"{page}.ipynb").read_text(encoding="utf-8"))
+    total, kept = bk.notebook_measure(nb)
+    lines = "\n".join(f"  {cid}: {line}"
+                      for cid, line, k in bk.notebook_lines(nb) if k)
+    assert kept <= bk.NOTEBOOK_LIMIT * total, (
+        f"{page}: {kept} of {total} lines a notebook reader sees are "
+        f"bookkeeping; collapse the cells that hold them (tag them, then "
+        f"python tools/execute.py --layout-only):\n{lines}")
+
+
+def test_the_notebook_view_counts_collapsed_cells_zero_and_markers():
+    shown = cell("# NBVAL_CHECK_OUTPUT\nx = 1\n\nprint(x)\n")
+    guard = cell('try:\n    import src\nexcept ModuleNotFoundError:\n'
+                 '    raise\n')
+    glue = cell('glue("x", x, display=False)\n', "remove-cell")
+    nb = nbformat.v4.new_notebook(cells=[guard, shown, glue])
+    assert bk.notebook_measure(nb) == (8, 6)      # nothing collapsed yet
+    for c in (guard, glue):
+        c.metadata["jupyter"] = {"source_hidden": True}
+    assert bk.notebook_measure(nb) == (3, 1)      # the marker

@@ -44,9 +44,11 @@ LAYERS = [
     ("cupyx", ["cupyx.profiler", "cupyx"]),
     ("namespace", [""]),
 ]
-# The one arrow from the model into the rest of the book: a lesson's raw
-# CUDA kernel runs on the model through its registered CPU twin.
-MODEL_MAY_IMPORT = {(f"{MODEL}._kernel", "src.twins")}
+# The arrows from the model into the rest of the book: a lesson's raw CUDA
+# kernel runs on the model through its registered CPU twin; the model's
+# errors show the reader's lines in a notebook as the book's helpers' do.
+MODEL_MAY_IMPORT = {(f"{MODEL}._kernel", "src.twins"),
+                    (f"{MODEL}._errors", "src._tracebacks")}
 
 
 def _files(root, trees=TREES):

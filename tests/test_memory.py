@@ -9,6 +9,7 @@ import threading
 import time
 
 import matplotlib
+import psutil
 import pytest
 
 from src import cp
@@ -197,6 +198,23 @@ def test_timeline_plot_draws_allocated_reserved_and_rss_steps():
     allocated = ax.get_lines()[0].get_ydata()
     assert allocated[1] - allocated[0] == pytest.approx(MB4 / 2**20)
     assert "event" in ax.get_xlabel() and "MiB" in ax.get_ylabel()
+    plt.close(fig)
+
+
+def test_timeline_plot_draws_host_rss_in_mib():
+    """The dotted line is the host's RSS in MiB, as the axis says: each
+    point its sample's RSS over 2**20, near what psutil reads now."""
+    with MemoryMonitor(rss=True) as mon:
+        a = floats(10**6)
+        del a
+    fig, ax = plt.subplots()
+    plot_timeline(mon, ax)
+    line = ax.get_lines()[2]
+    assert line.get_label() == "host RSS" and line.get_linestyle() == ":"
+    ys = list(line.get_ydata())
+    assert ys == pytest.approx([s.rss / 2**20 for s in mon.samples])
+    now = psutil.Process().memory_info().rss / 2**20
+    assert all(now / 2 < y < now * 2 for y in ys), (ys, now)
     plt.close(fig)
 
 

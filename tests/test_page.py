@@ -70,36 +70,72 @@ def test_the_set_up_cells_show_only_the_banner(lesson):
     assert "profile_gpu" not in "".join(shown(o) for o in second["outputs"])
 
 
-def test_a_shown_error_is_cupys_message_not_the_models_frames(lesson):
-    """A lesson shows an error as a GPU run would: the exception and its
-    message, with no frame inside ``src/cpudevice`` and no path of the
-    machine that ran the lesson."""
+def test_a_shown_error_is_the_readers_lines_and_cupys_message(lesson):
+    """A lesson shows an error as a GPU run would show CuPy's: the
+    reader's own lines, then the exception and its message; no frame
+    inside ``src`` (the CPU device model's, the book's helpers'), no path
+    of the machine that ran the lesson, and the kernel's traceback mode
+    left as it was (the lines of the cell are there)."""
     for cell in code_cells(read(lesson)):
         for out in cell["outputs"]:
             if out["output_type"] != "error":
                 continue
             shown_text = shown(out)
-            assert "cpudevice" not in shown_text, (lesson, cell["id"])
+            where = (lesson, cell["id"], shown_text)
+            assert "cpudevice" not in shown_text, where
             assert not re.search(r"(^|[\s\"'(])/(work|home|tmp|usr|opt)/",
-                                 shown_text, re.M), (lesson, cell["id"],
-                                                     shown_text)
-            assert "site-packages" not in shown_text, (lesson, cell["id"])
-            assert len(shown_text.strip().splitlines()) <= 6, (
-                lesson, cell["id"], shown_text)
+                                 shown_text, re.M), where
+            assert "site-packages" not in shown_text, where
+            frames = re.findall(r"^(Cell In\[\d+\]|File [^\n]*)",
+                                shown_text, re.M)
+            assert frames and all(f.startswith("Cell In[")
+                                  for f in frames), where
+            last = shown_text.strip().splitlines()[-1]
+            assert last.startswith(f"{out['ename']}: "), where
 
 
 def test_a_lesson_opened_without_the_book_says_what_to_fetch(lesson,
                                                             tmp_path):
     """The first code cell, run where ``src`` cannot be imported (a
-    downloaded notebook on its own), stops with a message that says what
-    to fetch and where to open the lesson from."""
+    downloaded notebook on its own), stops with a message that names the
+    folder it ran in, the ``sys.path`` fix and where to get the book."""
     source = text(code_cells(read(lesson))[0]["source"])
     run = subproc.run(["-c", source], cwd=tmp_path, timeout=60, alone=True)
     assert run.returncode != 0
     last = run.stderr.strip().splitlines()[-1]
     assert last.startswith("ModuleNotFoundError: This lesson needs `src`")
-    assert "README" in last and "book/" in last
-    assert "get_ipython" not in run.stderr      # it stopped at the import
+    assert "README" in last and "book/" in last and str(tmp_path) in last
+    assert "sys.path.insert(0, 'path/to/book')" in last
+
+
+def test_a_lesson_opened_beside_the_book_names_the_path_to_add(lesson):
+    """Run from the project's root (``book/``'s parent), where ``src`` is
+    not on the path, the guard names the folder to put on it, and does not
+    send the reader to get a source they have."""
+    source = text(code_cells(read(lesson))[0]["source"])
+    run = subproc.run(["-c", source], cwd=ROOT, timeout=60, alone=True)
+    last = run.stderr.strip().splitlines()[-1]
+    assert f"sys.path.insert(0, {str(BOOK)!r})" in last, last
+    assert "README" not in last and str(ROOT) in last
+
+
+def test_the_guard_shows_one_line_and_leaves_the_kernels_traceback_mode(
+        tmp_path):
+    """In IPython the guard's error is one line (its own
+    ``_render_traceback_``), and the kernel's traceback mode is the one it
+    had: a reader's own error later shows its cell and line."""
+    source = text(code_cells(read(LESSONS[0]))[0]["source"])
+    code = ("from IPython.core.interactiveshell import InteractiveShell\n"
+            "shell = InteractiveShell.instance(colors='nocolor')\n"
+            f"shell.run_cell({source!r})\n"
+            "print('-- mode:', shell.InteractiveTB.mode)\n"
+            "shell.run_cell('x = 1\\nundefined_name')\n")
+    run = subproc.run(["-c", code], cwd=tmp_path, timeout=60, alone=True)
+    guard, _, rest = ANSI.sub("", run.stdout).partition("-- mode: ")
+    assert guard.strip().splitlines() == [guard.strip()]
+    assert guard.startswith("ModuleNotFoundError: This lesson needs `src`")
+    assert rest.startswith("Context")
+    assert "line 2" in rest and "NameError" in rest
 
 
 def glued_texts(nb):

@@ -51,8 +51,8 @@ def prose(markdown):
         if re.match(r"^:::+$", bare):   # its body; close what is open
             hidden = max(0, hidden - 1)
             continue
-        if hidden or bare.startswith("#") or bare.startswith("|"):
-            continue
+        if hidden or bare.startswith(("#", "|", "%")):
+            continue                    # "%": a MyST comment
         kept.append(line)
     return "\n".join(kept)
 

@@ -27,6 +27,10 @@ PNG = base64.b64decode(
     "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNk+M9QDwAD"
     "hgGAWjR9awAAAABJRU5ErkJggg==")
 
+#: Where a lesson's glue calls go (`src.reference.glue.glue`, myst_nb's
+#: bundle without myst_nb): a test records them by patching it.
+GLUE = "src.reference.glue.glue"
+
 
 def read(path):
     return json.loads(Path(path).read_text())
@@ -492,7 +496,7 @@ def test_import_refuses_the_model_and_unexpected_errors(tmp_path):
 def test_lesson_glues_the_reference_beside_each_value(monkeypatch,
                                                       tmp_path):
     glued = []
-    monkeypatch.setattr("myst_nb.glue", lambda name, value, display=True:
+    monkeypatch.setattr(GLUE, lambda name, value, display=True:
                         glued.append((name, value)))
     run = write_nb(synthetic_lesson(), tmp_path / "run" / "99_synthetic"
                    ".ipynb")
@@ -551,7 +555,8 @@ def test_the_default_device_is_a_file_the_command_sets(monkeypatch,
     assert R.main(["default"]) == 0
     assert capsys.readouterr().out == "gpu-y\n"
     R.print_status(book=tmp_path)
-    assert "reference device (default): gpu-y" in capsys.readouterr().out
+    assert "reference devices, in order" in (out := capsys.readouterr().out)
+    assert "\n  gpu-y: NVIDIA H200," in out
     with pytest.raises(ValueError):
         R.set_default_device("../gpu-y")
 
@@ -576,7 +581,7 @@ def test_switching_the_default_switches_what_lessons_glue(monkeypatch,
     the default, a lesson glues that GPU's name and values, with no
     argument to change in the lesson."""
     glued = {}
-    monkeypatch.setattr("myst_nb.glue", lambda name, value, display=True:
+    monkeypatch.setattr(GLUE, lambda name, value, display=True:
                         glued.__setitem__(name, value))
     h100 = R.load("nvidia-h100")
     other = json.loads(json.dumps(h100))
@@ -660,15 +665,31 @@ def _words(*phrases):
     return "|".join(r"\s+".join(map(re.escape, p.split())) for p in phrases)
 
 
-#: How a lesson may still name the H100 by hand: facts about H100s that
-#: stay true whichever GPU's run is the book's reference (the CPU device
-#: model's profile was measured on one; NVIDIA's published figures). The
-#: reference run itself is named through glue: {glue:text}`ref_gpu`
-#: ("NVIDIA H100") or {glue:text}`ref_gpu_short` ("H100"), which
-#: `Lesson.glue_device` glues from the reference's device.
-H100_FACTS = re.compile(_words(
-    "H100 SXM", "Hopper GPUs such as the H100", "H100 the book first ran on")
-    + r"|\b[Aa]n\s+H100\b")
+#: The facts in which a lesson may still name a GPU by hand: each stays
+#: true whichever GPU's run supplies the values beside it (NVIDIA's
+#: published figures for H100s; what the book's first run, on an H100,
+#: found). Every other mention of a reference GPU goes through glue:
+#: {glue:text}`ref_gpu` ("NVIDIA H100") or {glue:text}`ref_gpu_short`
+#: ("H100"), which `Lesson.glue_device` glues from the device that
+#: supplies most of the lesson's values, or a clause
+#: (`Lesson.glue_clause`), which names the device behind its own values
+#: and reads its published facts from ``book/reference/device-facts.json``.
+GPU_FACTS = (
+    "H100 SXM",                                 # 01.1, 01.2: NVIDIA's figure
+    "Hopper GPUs such as the H100",             # 01.1: compute capability
+    "H100 the book first ran on",               # 01.2, 06.1: its link
+    "an H100 has three",                        # 01.1, 05.1: copy engines
+    "as an H100 has",                           # 05.3: copy engines
+    "an H100's own memory delivers",            # 01.2: published bandwidth
+    "On an H100 the book's test suite did see",  # 04.1: that run's finding
+    "on an H100, one unconstrained fit",        # 04.2: that run's finding
+    "as one of this lesson did on an H100",     # 04.2: the same finding
+)
+H100_FACTS = re.compile(_words(*GPU_FACTS))
+
+#: The GPUs whose names prose must not write by hand outside `GPU_FACTS`:
+#: the book's reference GPUs, the lent one among them.
+REFERENCE_GPUS = ("H100", "H200")
 
 
 def profile_phrases(names):
@@ -693,6 +714,8 @@ def named_by_hand(text, names=("H100",)):
 
 def test_named_by_hand_finds_the_reference_named_by_hand():
     assert named_by_hand("132 on an H100 SXM") == []
+    assert named_by_hand("At its published 3.35 TB/s an H100\nwould") == [
+        "At its published 3.35 TB/s an H100 would"]
     assert named_by_hand("The H100 the book first\nran on") == []
     assert named_by_hand("its H100 profile") == ["its H100 profile"]
     assert named_by_hand("(H100 reference: 3)") == ["(H100 reference: 3)"]
@@ -709,8 +732,9 @@ def test_prose_names_the_reference_gpu_through_glue(lesson):
     code), name the H100 (or the reference device's model) only in the
     facts of `H100_FACTS`."""
     nb = read(BOOK / f"{lesson}.ipynb")
-    model = R.short_name(R.load()["device"]["name"]).split()[-1]
-    names = tuple({"H100", model})
+    names = tuple(sorted({*REFERENCE_GPUS, *(
+        R.short_name(R.load(d)["device"]["name"]).split()[-1]
+        for d in R.reference_devices())}))
     found = [(f"markdown cell {c.get('id')}", hit)
              for c in nb["cells"] if c["cell_type"] == "markdown"
              for hit in named_by_hand("".join(c["source"]), names)]
@@ -765,7 +789,7 @@ def test_glue_profile_glues_the_models_profile(monkeypatch, tmp_path):
     path.write_text(json.dumps(data))
     monkeypatch.setenv("BOOK_CPU_PROFILE", str(path))
     glued = {}
-    monkeypatch.setattr("myst_nb.glue", lambda name, value, display=True:
+    monkeypatch.setattr(GLUE, lambda name, value, display=True:
                         glued.__setitem__(name, value))
     values = R.Lesson("99_not_a_lesson").glue_profile()
     assert glued == values and set(glued) == set(R.PROFILE_KEYS)
@@ -777,7 +801,7 @@ def test_glue_profile_glues_the_models_profile(monkeypatch, tmp_path):
 
 def test_glue_ref_glues_words_about_the_reference(monkeypatch):
     glued = {}
-    monkeypatch.setattr("myst_nb.glue", lambda name, value, display=True:
+    monkeypatch.setattr(GLUE, lambda name, value, display=True:
                         glued.__setitem__(name, value))
     ref = R.Lesson("99_not_a_lesson")
     ref.glue("ms", 1.0)
@@ -1057,10 +1081,14 @@ def test_no_sentence_pastes_a_missing_reference(lesson):
 
 def test_a_clause_drops_out_when_its_reference_is_missing(monkeypatch):
     ref = R.Lesson("99_not_a_lesson")
-    ref.entries = {"ms": {"value": 1.5, "cell": "abc"},
-                   "old": {"value": 2929, "cell": "old"}}
-    ref.now = {"ms": "abc", "old": "new"}
-    monkeypatch.setattr(R.Lesson, "device_name", "NVIDIA H100 80GB HBM3")
+    ref.devices = [ref.device]
+    ref.references = {ref.device: {
+        "device": {"name": "NVIDIA H100 80GB HBM3"},
+        "lessons": {"99_not_a_lesson": {"values": {
+            "ms": {"value": 1.5, "cell": "abc"},
+            "old": {"value": 2929, "cell": "old"}}}}}}
+    ref.sources = {"ms": (R.CURRENT, ref.device),
+                   "old": (R.STALE, ref.device)}
     assert ref.clause(" (on the {ref_gpu_short}: {ms} ms)") == \
         " (on the H100: 1.5 ms)"
     assert ref.clause(" (on the {ref_gpu}: {ms} and {gone} ms)") == ""
@@ -1068,7 +1096,7 @@ def test_a_clause_drops_out_when_its_reference_is_missing(monkeypatch):
     assert ref.reference_text("gone") == R.MISSING
     assert ref.reference_text("old") == "2,929" + R.STALE_MARK
     glued = []
-    monkeypatch.setattr("myst_nb.glue", lambda name, value, display=True:
+    monkeypatch.setattr(GLUE, lambda name, value, display=True:
                         glued.append((name, value)))
     ref.glue_clause("gone_words_ref", "({gone} ms)")
     assert glued == [("gone_words_ref", "")]

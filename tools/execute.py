@@ -21,9 +21,19 @@ instead: ``tools/gpu/refresh-reference.sh``). A lesson that raises an
 error outside a cell tagged ``raises-exception`` is not written, and the
 exit status is 1. A checked cell whose output changed is named: nbval will
 take the new output as the truth from now on, so check that it should.
+
+A lesson is stored as JupyterLab should show it (`jupyterlab_layout`): a
+code cell the book hides (tags ``remove-cell``, ``remove-input``,
+``hide-input``, ...) has its input collapsed, and its outputs where the
+book removes them (``metadata.jupyter.source_hidden``, ``outputs_hidden``),
+and each exercise's solution (a ``:::{dropdown}``) is a markdown cell of
+its own, collapsed; the book renders the same page. ``--layout-only`` does
+that without running the lessons.
 """
 import argparse
+import hashlib
 import os
+import re
 import sys
 import time
 from pathlib import Path
@@ -48,6 +58,126 @@ def lesson_path(name):
     return found[0]
 
 
+#: Tags whose cells' inputs the book hides: JupyterLab collapses them.
+SOURCE_HIDDEN = {"remove-cell", "remove-input", "hide-input", "hide-cell"}
+#: Tags whose cells' outputs the book hides (JupyterLab shows them again
+#: once the cell runs).
+OUTPUTS_HIDDEN = {"remove-cell", "remove-output", "hide-output", "hide-cell"}
+#: The fence that opens a solution, at the start of a line.
+SOLUTION = re.compile(r"^(:::+)\s*\{dropdown\}")
+
+
+def collapse_hidden(nb):
+    """Set each code cell's ``metadata.jupyter`` from its tags: the input
+    collapsed where the book hides it (`SOURCE_HIDDEN`), the outputs where
+    it removes them (`OUTPUTS_HIDDEN`); other cells' flags are cleared."""
+    for cell in nb.cells:
+        if cell.cell_type != "code":
+            continue
+        tags = set(cell.metadata.get("tags", []))
+        flags = dict(cell.metadata.get("jupyter", {}))
+        for key, names in (("source_hidden", SOURCE_HIDDEN),
+                           ("outputs_hidden", OUTPUTS_HIDDEN)):
+            if tags & names:
+                flags[key] = True
+            else:
+                flags.pop(key, None)
+        if flags:
+            cell.metadata["jupyter"] = flags
+        else:
+            cell.metadata.pop("jupyter", None)
+
+
+def _trim(lines):
+    while lines and not lines[0].strip():
+        lines = lines[1:]
+    while lines and not lines[-1].strip():
+        lines = lines[:-1]
+    return lines
+
+
+def solution_parts(source):
+    """``[(is_solution, text)]``: a markdown cell's source cut before and
+    after each ``:::{dropdown}`` block, each block with the MyST comment
+    line (``% Solution to exercise N``) that names it in a collapsed
+    cell; blank parts dropped."""
+    lines, parts, text, number = source.split("\n"), [], [], None
+    i = 0
+    while i < len(lines):
+        opened = SOLUTION.match(lines[i])
+        if not opened:
+            item = re.match(r"^(\d+)\.\s", lines[i])
+            number = item.group(1) if item else number
+            text.append(lines[i])
+            i += 1
+            continue
+        end = next((j for j in range(i + 1, len(lines))
+                    if re.fullmatch(r":{%d,}\s*" % len(opened.group(1)),
+                                    lines[j])), len(lines) - 1)
+        head = []
+        kept = _trim(text)
+        while kept and kept[-1].startswith("%"):    # its name, stored
+            head.insert(0, kept.pop())
+            kept = _trim(kept)
+        if not head:
+            head = ["% Solution" + (f" to exercise {number}" if number
+                                    else "")]
+        parts += [(False, "\n".join(kept)),
+                  (True, "\n".join(head + lines[i:end + 1]))]
+        text, i = [], end + 1
+    parts.append((False, "\n".join(_trim(text))))
+    return [(solution, t) for solution, t in parts if t.strip()]
+
+
+def collapse_solutions(nb):
+    """Give each solution a markdown cell of its own, collapsed in
+    JupyterLab (the book renders the same page: markdown cells are parsed
+    one after another)."""
+    cells, ids = [], {c.get("id") for c in nb.cells}
+    for cell in nb.cells:
+        if cell.cell_type != "markdown" or not any(
+                SOLUTION.match(line) for line in cell.source.split("\n")):
+            cells.append(cell)
+            continue
+        for k, (solution, text) in enumerate(solution_parts(cell.source)):
+            part = cell if k == 0 else _new_markdown(nb, cell, k, ids)
+            part.source = text
+            flags = dict(part.metadata.get("jupyter", {}))
+            if solution:
+                flags["source_hidden"] = True
+            else:
+                flags.pop("source_hidden", None)
+            if flags:
+                part.metadata["jupyter"] = flags
+            else:
+                part.metadata.pop("jupyter", None)
+            cells.append(part)
+    nb.cells = cells
+
+
+def _new_markdown(nb, cell, k, ids):
+    """A markdown cell for part ``k`` of ``cell``, with an id (when the
+    notebook's cells have ids) made from the cell's, unique in ``ids``."""
+    import nbformat
+    new = nbformat.v4.new_markdown_cell("")
+    new.pop("id", None)
+    if "id" in cell:
+        n = 0
+        while (cid := hashlib.sha1(f"{cell.id}:{k}:{n}".encode())
+               .hexdigest()[:8]) in ids:
+            n += 1
+        new["id"] = cid
+        ids.add(cid)
+    return new
+
+
+def jupyterlab_layout(nb):
+    """Store ``nb`` as JupyterLab should show it (`collapse_hidden`,
+    `collapse_solutions`)."""
+    collapse_hidden(nb)
+    collapse_solutions(nb)
+
+
 def checked_texts(nb):
     """``{cell index: what nbval compares}`` of the checked cells."""
     if str(ROOT / "tests") not in sys.path:
@@ -69,6 +199,7 @@ def execute(path, timeout=600):
     writer.execute_notebook(nb, timeout=timeout)
     errors = writer.unexpected_errors(nb)
     if not errors:
+        jupyterlab_layout(nb)
         nbformat.write(nb, str(path))
     after = checked_texts(nb)
     return errors, sorted(i for i in after if after[i] != before.get(i))
@@ -87,6 +218,21 @@ def lessons_parser(doc):
     return parser
 
 
+def layout_only(paths):
+    """`jupyterlab_layout` of each notebook, written back where it
+    changes; outputs and code untouched. Returns the paths changed."""
+    import nbformat
+    changed = []
+    for path in paths:
+        nb = nbformat.read(str(path), as_version=4)
+        before = nbformat.writes(nb)
+        jupyterlab_layout(nb)
+        if nbformat.writes(nb) != before:
+            nbformat.write(nb, str(path))
+            changed.append(path)
+    return changed
+
+
 def lessons(args):
     """The notebooks ``args.lessons`` name (default: every lesson)."""
     return [lesson_path(p) for p in args.lessons] or [
@@ -94,7 +240,15 @@ def lessons(args):
 
 
 def main(argv=None):
-    args = lessons_parser(__doc__).parse_args(argv)
+    parser = lessons_parser(__doc__)
+    parser.add_argument("--layout-only", action="store_true",
+                        help="collapse the hidden cells and solutions "
+                        "(from the tags) without running the lessons")
+    args = parser.parse_args(argv)
+    if args.layout_only:
+        for path in layout_only(lessons(args)):
+            print(f"{path.name}: layout written")
+        return 0
     os.environ.setdefault("BOOK_BACKEND", "cpu")
     sys.path.insert(0, str(BOOK))
     print(f"BOOK_BACKEND={os.environ['BOOK_BACKEND']}")

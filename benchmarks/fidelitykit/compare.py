@@ -27,12 +27,11 @@ def gpu_run_path(slug):
 def run_device(backend=BACKEND):
     """The slug of the GPU whose reference this run is compared with: the
     GPU it runs on, or, on the CPU device model, the GPU its profile was
-    measured on (the H100's profile: ``nvidia-h100``)."""
+    measured on (`comparator_device`: the H100's, whatever the order of
+    the book's reference devices)."""
     if backend == "gpu":
         return refs.device_slug(device_names()[0])
-    from src.cpudevice._profile import Profile
-    data = Profile.load().data
-    return refs.device_slug(data.get("device", data["name"]))
+    return refs.comparator_device()
 
 
 def default_reference(slug=None):

@@ -5,10 +5,21 @@ other machine they are the CPU device model (`src.cpudevice`), which mirrors
 the part of CuPy's API the book uses and does the work for real on the CPU.
 ``from src import nvml`` gives NVIDIA's NVML binding (``pynvml``) beside
 CuPy, and the model's stand-in for it (`src.nvmlmodel`) beside the model.
+
+The backend is chosen once, when ``src`` is first imported: set
+``BOOK_BACKEND`` before that (``%env BOOK_BACKEND=cpu`` in a notebook's
+first cell). Changed later, it cannot take effect; the next ``from src
+import ...`` says so, once, on stderr.
 """
+import os as _os
+import sys as _sys
+import types as _types
+
 from .backend import choose as _choose
 from .backend import choose_nvml as _choose_nvml
 
+#: BOOK_BACKEND as it was when the backend was chosen.
+_ASKED = _os.environ.get("BOOK_BACKEND", "")
 _chosen = _choose()
 #: ``"gpu"`` or ``"cpu"``: the backend this process runs the lessons on.
 BACKEND = _chosen[0]
@@ -17,6 +28,42 @@ cp = _chosen[1]
 #: ``cupyx`` on a GPU, else the CPU device model's mirror of it.
 cpx = _chosen[2]
 del _chosen
+
+
+def _backend_changed_since_import():
+    """Say once, on stderr, that BOOK_BACKEND asks for another backend
+    than the one chosen when ``src`` was imported (a ``%env`` after the
+    import), which it cannot have without a restart."""
+    global _TOLD
+    now = _os.environ.get("BOOK_BACKEND", "")
+    asked = now.strip().lower() or "auto"
+    if now == _TOLD or asked in ((_ASKED.strip().lower() or "auto"),
+                                 BACKEND):
+        return
+    _TOLD = now
+    print(f"BOOK_BACKEND is now {now!r}, but src chose its backend "
+          f"({BACKEND}) when it was first imported, and keeps it: restart "
+          "the kernel to use the new value (set it first: %env "
+          "BOOK_BACKEND=... as the notebook's first cell).",
+          file=_sys.stderr)
+
+
+_TOLD = _ASKED
+#: The names a lesson imports from ``src``: reading one checks BOOK_BACKEND.
+_WATCHED = frozenset({"cp", "cpx", "BACKEND", "banner", "pick", "nvml"})
+
+
+class _Package(_types.ModuleType):
+    """``src`` itself: ``from src import cp`` (a name of `_WATCHED`) checks
+    that BOOK_BACKEND has not changed since the import."""
+
+    def __getattribute__(self, name):
+        if name in _WATCHED:
+            _backend_changed_since_import()
+        return _types.ModuleType.__getattribute__(self, name)
+
+
+_sys.modules[__name__].__class__ = _Package
 
 
 def __getattr__(name):

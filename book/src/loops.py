@@ -29,6 +29,7 @@ import operator
 from typing import Callable, NamedTuple
 
 from . import cp, kernels
+from ._tracebacks import shown
 from .timing import Benchmark
 
 STRATEGIES = ("eager", "graph", "fused")
@@ -82,30 +83,31 @@ def _check(before, after, i, strategy):
     old, new = _leaves(before), _leaves(after)
     if isinstance(before, (tuple, list)) != isinstance(after, (tuple, list)) \
             or len(old) != len(new):
-        raise TypeError(f"fori_loop: the body returned {_describe(after)} "
-                        f"for a carry of {_describe(before)}; it must "
-                        "return the same structure")
+        raise shown(TypeError(
+            f"fori_loop: the body returned {_describe(after)} for a carry "
+            f"of {_describe(before)}; it must return the same structure"))
     for k, (a, b) in enumerate(zip(old, new)):
         where = f"carry[{k}]" if isinstance(before, (tuple, list)) \
             else "the carry"
         if not isinstance(b, cp.ndarray):
-            raise TypeError(f"fori_loop: at i={i} the body returned "
-                            f"{type(b).__module__}.{type(b).__name__} for "
-                            f"{where}; return a cp.ndarray like its input")
+            raise shown(TypeError(
+                f"fori_loop: at i={i} the body returned "
+                f"{type(b).__module__}.{type(b).__name__} for {where}; "
+                "return a cp.ndarray like its input"))
         if b.shape != a.shape:
-            raise ValueError(
+            raise shown(ValueError(
                 f"fori_loop: at i={i} the body changed the shape of {where} "
                 f"from {a.shape} to {b.shape}; the carry must keep its shape "
                 "and dtype (as in jax.lax.fori_loop): compute the next "
-                "value in an array of the same shape")
+                "value in an array of the same shape"))
         if b.dtype != a.dtype:
             hint = (" In graph mode i is a 0-d int32 device array; cast it "
                     "first: i.astype(x.dtype)." if strategy == "graph" else "")
-            raise TypeError(
+            raise shown(TypeError(
                 f"fori_loop: at i={i} the body changed the dtype of {where} "
                 f"from {a.dtype} to {b.dtype}; the carry must keep its shape "
                 f"and dtype (as in jax.lax.fori_loop): cast the result with "
-                f".astype(cp.{a.dtype}).{hint}")
+                f".astype(cp.{a.dtype}).{hint}"))
 
 
 def _describe(carry):
@@ -120,8 +122,9 @@ def _copy(carry):
     """A fresh copy of every array of ``carry``, queued on this stream."""
     for a in _leaves(carry):
         if not isinstance(a, cp.ndarray):
-            raise TypeError("fori_loop: init must be a cp.ndarray or a tuple "
-                            f"of them, not {type(a).__name__}")
+            raise shown(TypeError(
+                "fori_loop: init must be a cp.ndarray or a tuple of them, "
+                f"not {type(a).__name__}"))
     return _like(carry, [a.copy() for a in _leaves(carry)])
 
 

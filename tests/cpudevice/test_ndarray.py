@@ -356,3 +356,25 @@ def test_mean_var_std_of_nothing_are_nan_without_a_warning():
     assert numpy.isnan(float(cp.ones(1).var(ddof=1)))
     assert float(cp.arange(4.0).std(ddof=4)) == numpy.inf
     assert float(cp.arange(5.0).var()) == 2.0
+
+
+NDMIN_INPUTS = [7.5, [1, 2, 3], [[1, 2, 3], [4, 5, 6]],
+                numpy.arange(6).reshape(2, 1, 3)]
+
+
+@pytest.mark.parametrize("ndmin", [0, 1, 2, 3, 5])
+@pytest.mark.parametrize("obj", NDMIN_INPUTS, ids=["0d", "1d", "2d", "3d"])
+def test_array_ndmin_gives_numpys_shape(obj, ndmin):
+    """``cp.array(obj, ndmin=n)`` prepends ones to the shape up to ``n``
+    dimensions and never drops any, as numpy.array (CuPy's semantics): below,
+    at and above the input's ``ndim``; from the host and from the device."""
+    want = numpy.array(obj, ndmin=ndmin)
+    got = cp.array(obj, ndmin=ndmin)
+    assert got.shape == want.shape and got.ndim == max(ndmin, numpy.ndim(obj))
+    numpy.testing.assert_array_equal(got.get(), want)
+    for copy in (True, False):
+        d = cp.array(obj)
+        got = cp.array(d, copy=copy, ndmin=ndmin)
+        assert got.shape == want.shape
+        numpy.testing.assert_array_equal(got.get(), want)
+        assert d.shape == numpy.shape(obj)      # the source keeps its shape

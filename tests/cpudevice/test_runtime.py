@@ -374,6 +374,64 @@ def test_legacy_stream_use_while_a_blocking_stream_captures_is_implicit():
     cp.cuda.Stream.null.synchronize()   # usable again once it has ended
 
 
+IMPLICIT = ("cudaErrorStreamCaptureImplicit: operation would make the legacy "
+            "stream depend on a capturing blocking stream")
+
+
+def test_synchronizing_the_legacy_stream_during_a_blocking_capture():
+    """cudaStreamSynchronize on the legacy stream fails at that call with
+    CuPy's CUDARuntimeError (its message as CuPy's) and invalidates the
+    capture, which end_capture then reports."""
+    s = cp.cuda.Stream()                # blocking
+    with s:
+        s.begin_capture()
+        with pytest.raises(CUDAError) as e:
+            cp.cuda.Stream.null.synchronize()
+        assert status_of(e) == cp.cuda.runtime.errorStreamCaptureImplicit
+        assert str(e.value).startswith(IMPLICIT)
+        with pytest.raises(CUDAError) as e:
+            s.end_capture()
+    assert status_of(e) == cp.cuda.runtime.errorStreamCaptureInvalidated
+    assert not s.is_capturing()
+    cp.cuda.Stream.null.synchronize()   # usable again once it has ended
+
+
+def test_querying_the_legacy_stream_during_a_blocking_capture():
+    """CuPy's ``done`` is cudaStreamQuery(...) == cudaSuccess: on the legacy
+    stream it is False (the query's error is not raised), and the query
+    invalidates the capture."""
+    s = cp.cuda.Stream()                # blocking
+    s.begin_capture()
+    assert cp.cuda.Stream.null.done is False
+    with pytest.raises(CUDAError) as e:
+        s.end_capture()
+    assert status_of(e) == cp.cuda.runtime.errorStreamCaptureInvalidated
+    assert cp.cuda.Stream.null.done is True     # nothing queued on it
+
+
+def test_asking_the_legacy_stream_if_it_captures_leaves_the_capture_valid():
+    """cudaStreamIsCapturing on the legacy stream during a blocking capture
+    fails (CuPy raises it) but invalidates nothing: the capture ends and
+    replays (as CuPy's test_null_stream_cannot_capture, test_cupy_graph)."""
+    s = cp.cuda.Stream()                # blocking
+    x = cp.zeros(2)
+    x.get()
+    with s:
+        s.begin_capture()
+        x += 1
+        with pytest.raises(CUDAError) as e:
+            cp.cuda.Stream.null.is_capturing()
+        assert str(e.value).startswith(IMPLICIT)
+        g = s.end_capture()
+    g.launch(s)
+    s.synchronize()
+    assert x.get().tolist() == [1.0, 1.0]
+    side = cp.cuda.Stream(non_blocking=True)    # only blocking ones count
+    side.begin_capture()
+    assert cp.cuda.Stream.null.is_capturing() is False
+    side.end_capture()
+
+
 def test_matmul_is_refused_in_capture_as_cublas_is():
     s = cp.cuda.Stream(non_blocking=True)
     a = cp.ones((3, 3), dtype=cp.float32)

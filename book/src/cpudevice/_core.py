@@ -1,6 +1,7 @@
 """The core of the CPU device model's arrays: queueing a kernel on a stream
-(`_launch`), the device check, shapes and operand checks, and the pool new
-arrays are allocated from. It knows no array type; the arrays' modules
+(`_launch`), the device check, shapes and operand checks, the libraries
+(cuBLAS, cuRAND) that CuPy refuses in a capture, and the pool new arrays are
+allocated from. It knows no array type; the arrays' modules
 build on it, each importing only those before it:
 
 * `_copies`: host<->device copies (pinned, and pageable through staging);
@@ -18,6 +19,7 @@ import threading
 import numpy
 
 from . import _hardware
+from ._errors import shown
 from .cuda import runtime
 from .cuda.memory import get_default_memory_pool
 from .cuda.stream import _queue_of
@@ -61,12 +63,28 @@ def _check_device(arrays):
     dev = runtime._tls.device
     for a in arrays:
         if a.data.device_id != dev:
-            raise ValueError(
+            raise shown(ValueError(
                 f"The device where the array resides ({a.data.device_id}) "
                 f"is different from the current device ({dev}). Peer access "
                 "is unavailable between these devices. Copy the array to "
                 "the current device first (cp.asarray(array) inside "
-                "`with cp.cuda.Device(...)`).")
+                "`with cp.cuda.Device(...)`)."))
+
+
+def _refuse_in_capture(library):
+    """CuPy refuses cuBLAS and cuRAND calls on a capturing stream (their
+    ``setStream``) before queueing anything: the capture stays valid."""
+    if _queue_of(None).capture is not None:
+        raise NotImplementedError(
+            f"calling {library} API during stream capture is currently "
+            "unsupported")
+
+
+def _check_cublas_capture(dtype):
+    """``matmul``/``dot``: integer and boolean products use CuPy's own
+    kernel, the others cuBLAS, which capture refuses."""
+    if dtype.kind not in "biu":
+        _refuse_in_capture("cuBLAS")
 
 
 def _normalize_shape(shape):

@@ -107,13 +107,15 @@ def linspace(start, stop, num=50, endpoint=True, retstep=False, dtype=None,
 def array(obj, dtype=None, copy=True, order="K", subok=False, ndmin=0, *,
           blocking=False):
     if isinstance(obj, ndarray):
-        if not copy and obj.device.id == runtime.getDevice() and \
-                (dtype is None or numpy.dtype(dtype) == obj.dtype):
-            return obj
         if obj.device.id != runtime.getDevice():
             obj = obj.get()
-        else:
-            return obj.astype(obj.dtype if dtype is None else dtype)
+        else:       # as CuPy: ndmin gives a view, never reshapes ``obj``
+            a = obj
+            if copy or not (dtype is None or numpy.dtype(dtype) == obj.dtype):
+                a = obj.astype(obj.dtype if dtype is None else dtype)
+            if ndmin > a.ndim:
+                a = a.reshape((1,) * (ndmin - a.ndim) + a.shape)
+            return a
     if isinstance(obj, (list, tuple)):      # a sequence of device arrays
         obj = [o.get() if isinstance(o, ndarray) else o for o in obj]
     host = numpy.asarray(obj, dtype=dtype)

@@ -1,7 +1,10 @@
 """CUDA's errors on the CPU device model: the status codes, their names and
 descriptions, and ``CUDARuntimeError``, as CuPy's (``"cudaErrorInvalidDevice:
 invalid device ordinal"``). ``cuda.runtime`` exports them; the simulated
-hardware below it raises them too (a stream capture's rules)."""
+hardware below it raises them too (a stream capture's rules). In a
+notebook an error shows the reader's lines and its message, not the
+model's frames (`src._tracebacks`)."""
+from .._tracebacks import reader_traceback, shown  # noqa: F401 (model)
 
 errorInvalidValue = 1
 errorMemoryAllocation = 2
@@ -67,6 +70,8 @@ class CUDARuntimeError(RuntimeError):
 
     def __reduce__(self):
         return (type(self), (self.status,))
+
+    _render_traceback_ = reader_traceback
 
 
 def _error(status, hint):

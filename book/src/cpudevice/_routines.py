@@ -10,13 +10,13 @@ import math
 import numpy
 from numpy.lib.array_utils import normalize_axis_tuple
 
-from ._core import (_broadcast_shape, _check_device, _check_host_operand,
-                    _check_ufunc_operand, _fusing, _in_fused_body, _launch)
+from ._core import (_broadcast_shape, _check_cublas_capture, _check_device,
+                    _check_host_operand, _check_ufunc_operand, _fusing,
+                    _in_fused_body, _launch)
 from ._hardware import api
 from . import _cub
 from ._ndarray import _empty, _migration, _nbytes, ndarray
 from ._creation import asarray
-from .cuda.stream import _check_cublas_capture
 
 
 # -- elementwise ufuncs -------------------------------------------------------

@@ -6,9 +6,8 @@ whatever the streams do. (They are not the numbers CuPy's generators give.)
 """
 import numpy
 
-from ._core import _launch
+from ._core import _launch, _refuse_in_capture
 from ._ndarray import _empty
-from .cuda.stream import _refuse_in_capture
 
 _seed_seq = [numpy.random.SeedSequence()]
 

@@ -32,11 +32,23 @@ behind a figure, so that the next capture on a GPU stores them.
 ``ref.compare()`` shows every number the lesson glued, this run's and the
 reference's, side by side, in a collapsed table.
 
-The book's reference device is data: ``book/reference/default-device``
-holds its slug (``nvidia-h100``), `default_device` reads it, and
-``python -m src.reference default SLUG`` changes it (refused when no
-``book/reference/SLUG.json`` exists); execute the lessons again to show
-the new reference.
+The book's reference devices are data: ``book/reference/devices`` lists
+their slugs in order (``nvidia-h100``, and the H200 first once it has a
+capture), `reference_devices` reads it, and ``python -m src.reference
+default SLUG`` puts ``SLUG`` first (refused when no
+``book/reference/SLUG.json`` exists; the book build's execution cache is
+cleared, as after a capture). Each value a lesson shows comes from the
+first device whose run of it is current, else from the first whose run of
+it is stale, else it is not captured (`resolve`). ``ref_gpu`` names the
+device that supplies most of a lesson's values; a value from another
+device carries that device's name wherever it is shown ("0.97 (H100)"),
+and a clause names the device behind its own values. What prose says of
+a GPU that no run measures (its published memory bandwidth, memory size,
+host link) comes from ``book/reference/device-facts.json`` by slug,
+through a clause (``{ref_gpu_tbps}``), so that a fact is always the
+device's whose values stand beside it. The CPU device model is compared
+with the device its profile was measured on (`comparator_device`, the
+H100), whatever the order.
 
 Each glued value is in one of four states:
 
@@ -57,8 +69,11 @@ From ``book/``, ``python -m src.reference`` writes and checks references:
   glued and drew (refused on the CPU device model unless ``--allow-model``);
 * ``import NOTEBOOKS...``: the same from lessons already executed, such as
   those ``tools/gpu/run.sh`` leaves in ``.gpu/out/nb``;
-* ``status``: the default device, and per lesson how many values are
-  current, stale, not captured or excluded, and which;
+* ``status``: the reference devices in order, and per lesson (the misuse
+  catalogue too) how many values are current, stale, not captured or
+  excluded as the lessons show them, how many each device supplies, and
+  which are stale or not captured (``--device SLUG``: that reference
+  alone);
 * ``mark-stale LESSON NAME... --why TEXT``: mark glued values or figures
   (by name) of a reference stale, with the reason: code in ``book/src``
   that their cell calls has changed what they measure, which the cell's
@@ -68,8 +83,8 @@ From ``book/``, ``python -m src.reference`` writes and checks references:
   data, figures and their PNG files) and its exclusions to the new
   lessons, each key to the one that glues it now, so that no captured
   value is lost (``status`` reports the same counts before and after);
-* ``default [SLUG]``: make ``SLUG`` the book's reference device (without
-  it: print the default);
+* ``default [SLUG]``: make ``SLUG`` the first of the book's reference
+  devices, the others after it (without it: print the first);
 * ``run-info``: this machine's device and software, today's date and
   the checkout's commit, as JSON (``tools/gpu/run.sh`` stores it beside
   the lessons it runs, as ``run.json``, for ``import`` to read).
@@ -82,17 +97,23 @@ machine's device, software, date and commit), ``writer`` (``capture`` and
 ``import``) and ``cli`` (the commands).
 """
 from .store import (
-    CURRENT, DEFAULT_DEVICE, DEFAULT_FILE, DEVICE_KEYS, EXCLUDED, EXCLUSIONS,
-    PROFILE_KEYS, UNMEASURED_KEYS,
-    FALLBACK_DEVICE, FIGURE_DATA, GLUE_PREFIX, LESSON_GLOB, NOT_CAPTURED,
-    RAISES, REF_SUFFIX, STALE, STATES, compared_keys, current_fingerprints,
-    default_device, fingerprint, glued_outputs, lesson_names, lesson_status,
-    load, load_exclusions, load_labels, parse_glued, read_glued,
-    reference_path, report, set_default_device, status_of, unshown_keys)
-from .lesson import (
-    MISSING, STALE_MARK, FigureData, Lesson, Text, capture_words,
-    compare_table, format_value, is_number, key_label, notebook_labels,
-    short_name, table_labels)
+    CURRENT, DEFAULT_DEVICE, DEFAULT_FILE, DEVICE_KEYS, EXCLUDED,
+    EXCLUSIONS, FACT_KEYS, FACTS, OTHER_LESSONS, PROFILE_KEYS,
+    UNMEASURED_KEYS, FALLBACK_DEVICE, FIGURE_DATA, GLUE_PREFIX,
+    LESSON_GLOB, NOT_CAPTURED, RAISES, REF_SUFFIX, STALE, STATES,
+    compared_keys, current_fingerprints, default_device, fingerprint,
+    glued_outputs, lesson_names, lesson_status, load, load_exclusions,
+    load_labels, parse_glued, read_glued, reference_devices,
+    reference_lessons, reference_path, report, resolve, sources, status_of,
+    unshown_keys)
+from .cells import model_blind
+from .devices import (
+    clear_execution_cache, comparator_device, device_facts,
+    set_default_device, set_reference_devices)
+from .lesson import FigureData, Lesson, Text, short_name
+from .table import (
+    MISSING, STALE_MARK, capture_words, compare_table, format_value,
+    is_number, key_label, notebook_labels, table_labels)
 from .machine import (
     RefusedError, device_info, device_slug, git_commit, refuse_model,
     run_info, today)
@@ -100,16 +121,19 @@ from .writer import (
     banner_info, build, capture, execute, execute_notebook, figures,
     from_notebooks, import_notebooks, lesson_reference, move_lesson,
     save, unexpected_errors, write)
-from .cli import main, print_status
+from .cli import main, print_sources, print_status
 
 __all__ = [
     # reading the reference and the lessons (src.reference.store)
     "CURRENT", "STALE", "NOT_CAPTURED", "EXCLUDED", "STATES",
     "DEFAULT_DEVICE", "DEFAULT_FILE", "FALLBACK_DEVICE", "DEVICE_KEYS",
-    "PROFILE_KEYS", "UNMEASURED_KEYS",
+    "PROFILE_KEYS", "UNMEASURED_KEYS", "FACT_KEYS", "FACTS",
+    "OTHER_LESSONS", "reference_devices", "set_reference_devices",
+    "reference_lessons", "resolve", "sources", "device_facts",
+    "comparator_device", "clear_execution_cache",
     "EXCLUSIONS", "REF_SUFFIX", "LESSON_GLOB", "GLUE_PREFIX", "RAISES",
     "FIGURE_DATA", "default_device", "set_default_device",
-    "fingerprint", "parse_glued", "read_glued", "glued_outputs",
+    "fingerprint", "model_blind", "parse_glued", "read_glued", "glued_outputs",
     "compared_keys", "reference_path", "load", "load_exclusions",
     "load_labels",
     "lesson_names", "current_fingerprints", "status_of", "lesson_status",
@@ -126,5 +150,5 @@ __all__ = [
     "build", "from_notebooks", "write", "save", "import_notebooks",
     "execute_notebook", "execute", "capture", "move_lesson",
     # the command line (src.reference.cli)
-    "print_status", "main",
+    "print_status", "print_sources", "main",
 ]

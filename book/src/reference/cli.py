@@ -8,18 +8,22 @@ from pathlib import Path
 
 from .machine import RefusedError, run_info
 from .store import (
-    NOT_CAPTURED, STALE, STATES, _entries, _read_lesson, _text,
+    CURRENT, NOT_CAPTURED, STALE, STATES, _entries, _read_lesson, _text,
     current_fingerprints, default_device, figure_stale, fingerprint, load,
-    report, set_default_device)
+    reference_devices, report, sources)
+from .devices import set_default_device
 from .writer import (
     _shown_path, capture, import_notebooks, mark_stale, move_lesson)
 
 
 def print_status(device=None, out=None, book=None, root=None):
-    """The ``status`` command."""
+    """The ``status`` command: with ``device``, that reference alone;
+    without, every value as the lessons show it, from the reference
+    devices in order (`print_sources`)."""
     out = out or sys.stdout
+    if device is None:
+        return print_sources(out, book, root)
     default = default_device(root)
-    device = device or default
     reference = load(device, root)
     info = reference.get("device", {})
     print(f"the book's reference device (default): {default}", file=out)
@@ -33,31 +37,92 @@ def print_status(device=None, out=None, book=None, root=None):
             if states[state]:
                 print(f"  {state}: {', '.join(sorted(states[state]))}",
                       file=out)
-        part = reference.get("lessons", {}).get(lesson, {})
-        marked = {}
-        for key, entry in sorted(_entries(reference, lesson).items()):
-            if entry.get("stale"):
-                marked.setdefault(entry["stale"], []).append(key)
-        for fig in part.get("figures", []):
-            if fig.get("stale"):
-                marked.setdefault(fig["stale"], []).append(
-                    f"figure {fig.get('name')}")
-        for why, names in marked.items():
-            print(f"  marked stale ({why}): {', '.join(names)}", file=out)
-        gone = sorted(set(_entries(reference, lesson))
-                      - set(current_fingerprints(
-                          lesson, book, _entries(reference, lesson))))
-        if gone:
-            print(f"  in the reference, no longer glued: {', '.join(gone)}",
+        _print_marks(reference, lesson, book, out)
+
+
+def _print_marks(reference, lesson, book, out, prefix=""):
+    """A lesson's stale marks, keys no longer glued and figures, in one
+    reference."""
+    part = reference.get("lessons", {}).get(lesson, {})
+    marked = {}
+    for key, entry in sorted(_entries(reference, lesson).items()):
+        if entry.get("stale"):
+            marked.setdefault(entry["stale"], []).append(key)
+    for fig in part.get("figures", []):
+        if fig.get("stale"):
+            marked.setdefault(fig["stale"], []).append(
+                f"figure {fig.get('name')}")
+    for why, names in marked.items():
+        print(f"  {prefix}marked stale ({why}): {', '.join(names)}",
+              file=out)
+    gone = sorted(set(_entries(reference, lesson))
+                  - set(current_fingerprints(
+                      lesson, book, _entries(reference, lesson))))
+    if gone:
+        print(f"  {prefix}in the reference, no longer glued: "
+              f"{', '.join(gone)}", file=out)
+    figs = part.get("figures", [])
+    if figs:
+        now = {fingerprint(_text(c["source"])) for c in
+               (_read_lesson(lesson, book) or {"cells": []})["cells"]
+               if c["cell_type"] == "code"}
+        stale = [f["file"] for f in figs if figure_stale(f, now)]
+        print(f"  {prefix}figures: {len(figs) - len(stale)} current, "
+              f"{len(stale)} stale", file=out)
+
+
+def print_sources(out=None, book=None, root=None):
+    """Per lesson (the misuse catalogue too): how many values are current,
+    stale, not captured and excluded as the lessons show them, how many
+    each reference device supplies, and which are stale (with the device
+    they come from) or not captured; then, with more than one device,
+    each device's own counts. Returns the totals, ``{state: n}``."""
+    out = out or sys.stdout
+    devices = reference_devices(root)
+    refs = {d: load(d, root) for d in devices}
+    print("the book's reference devices, in order (each value from the "
+          "first whose run of it is current, else the first stale one):",
+          file=out)
+    for slug in devices:
+        info = refs[slug].get("device", {})
+        print(f"  {slug}: {info.get('name', 'no reference stored')}, "
+              f"captured {refs[slug].get('date', 'never')}, commit "
+              f"{refs[slug].get('commit', '-')}", file=out)
+    totals = {s: 0 for s in STATES}
+    by_device = {d: 0 for d in devices}
+    own = {d: report(d, book, root) for d in devices}
+    for lesson, found in sources(book, root).items():
+        states = {s: sorted(k for k, (st, _) in found.items() if st == s)
+                  for s in STATES}
+        supply = {d: sum(1 for st, slug in found.values()
+                         if slug == d and st in (CURRENT, STALE))
+                  for d in devices}
+        for s in STATES:
+            totals[s] += len(states[s])
+        for d in devices:
+            by_device[d] += supply[d]
+        shares = ", ".join(f"{d} {n}" for d, n in supply.items() if n)
+        print(f"{lesson:<18} " + ", ".join(
+            f"{len(states[s])} {s}" for s in STATES)
+            + (f" (from {shares})" if shares else ""), file=out)
+        if states[STALE]:
+            print("  stale: " + ", ".join(
+                f"{k} ({found[k][1]})" for k in states[STALE]), file=out)
+        if states[NOT_CAPTURED]:
+            print(f"  not captured: {', '.join(states[NOT_CAPTURED])}",
                   file=out)
-        figs = part.get("figures", [])
-        if figs:
-            now = {fingerprint(_text(c["source"])) for c in
-                   (_read_lesson(lesson, book) or {"cells": []})["cells"]
-                   if c["cell_type"] == "code"}
-            stale = [f["file"] for f in figs if figure_stale(f, now)]
-            print(f"  figures: {len(figs) - len(stale)} current, "
-                  f"{len(stale)} stale", file=out)
+        for slug in devices:
+            mine = own[slug][lesson]
+            if len(devices) > 1:
+                print(f"  on {slug}: " + ", ".join(
+                    f"{len(mine[s])} {s}" for s in (CURRENT, STALE,
+                                                    NOT_CAPTURED)), file=out)
+            _print_marks(refs[slug], lesson, book, out,
+                         f"{slug}: " if len(devices) > 1 else "")
+    print("total: " + ", ".join(f"{n} {s}" for s, n in totals.items())
+          + " (from " + ", ".join(f"{d} {n}" for d, n in by_device.items())
+          + ")", file=out)
+    return totals
 
 
 def main(argv=None):
@@ -195,5 +260,14 @@ def main(argv=None):
         print(f"refused: {e}", file=sys.stderr)
         return 2
     print(f"wrote {_shown_path(path)}")
-    print_status(Path(path).stem)
+    slug = Path(path).stem
+    print_status(slug)
+    if slug in reference_devices():
+        print(f"{slug} is one of the book's reference devices: "
+              "`python -m src.reference status` shows what the lessons "
+              "show")
+    else:
+        print(f"{slug} is not one of the book's reference devices "
+              f"({', '.join(reference_devices())}): `python -m "
+              f"src.reference default {slug}` puts it first")
     return 0

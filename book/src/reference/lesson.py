@@ -1,41 +1,23 @@
-"""`Lesson`: a lesson's glued values with the reference GPU's beside them.
+"""`Lesson`: a lesson's glued values with the reference GPUs' beside them.
 
-How a value reads in prose (`format_value`), the figure data `Lesson.data`
-glues (`FigureData`), and the table `Lesson.compare` shows.
+The figure data `Lesson.data` glues (`FigureData`), how prose names a GPU
+(`short_name`), and the text glued values paste as (`Text`); how a value
+reads and the table `Lesson.compare` shows are in `src.reference.table`.
 """
 import ast
 import json
-import math
 import numbers
 import re
 import string
 
+from .devices import device_facts
 from .store import (
-    CURRENT, DEVICE_KEYS, EXCLUDED, FIGURE_DATA, NOT_CAPTURED, PROFILE_KEYS,
-    REF_SUFFIX, STALE, _entries, current_fingerprints, default_device, load,
-    load_exclusions, status_of)
-
-
-def format_value(value):
-    """A number as a reader wants it in a sentence: three significant
-    digits, thousands grouped; anything else as text."""
-    value = getattr(value, "data", value) if _is_display(value) else value
-    if isinstance(value, bool) or not isinstance(value, numbers.Real):
-        return str(value)
-    if isinstance(value, numbers.Integral):
-        return f"{int(value):,}"
-    value = float(value)
-    if not math.isfinite(value):
-        return str(value)
-    if abs(value) >= 1000:
-        return f"{value:,.0f}"
-    if value == 0:
-        return "0"
-    return f"{value:.3g}"
-
-
-def _is_display(value):
-    return type(value).__module__.startswith("IPython.")
+    CURRENT, DEVICE_KEYS, EXCLUDED, FACT_KEYS, FIGURE_DATA, NOT_CAPTURED,
+    PROFILE_KEYS, REF_SUFFIX, STALE, _entries, load, load_exclusions,
+    reference_devices, resolve)
+from .table import (
+    MISSING, STALE_MARK, compare_table, format_value, key_label,
+    notebook_labels)
 
 
 class FigureData:
@@ -112,62 +94,115 @@ class Text(str):
         return str(self)
 
 
-#: The mark a stale reference value carries wherever it is shown; the
-#: page explains it once (`Lesson.compare`), and only if it has one.
-STALE_MARK = "\u2020"
-
-#: What a table shows where the reference has no value.
-MISSING = "\u2014"
-
-
-class MissingReference(KeyError):
-    """A clause names a reference value that was not captured."""
-
-
 class Lesson:
-    """The reference run of one lesson, and this run's glued values."""
+    """One lesson's reference values, and this run's glued values.
+
+    The book's reference devices come in an order (`reference_devices`):
+    each value is the first device's whose run of it is current, else the
+    first stale one (marked `STALE_MARK`), else not captured. The lesson's
+    device (`device`, named by ``ref_gpu``) is the one that supplies most
+    of its values; a value from another device carries that device's name
+    ("0.97 (H100)") wherever it is shown, and a clause names the device
+    behind its own values. ``device`` given: that reference alone."""
 
     def __init__(self, lesson, device=None):
         self.lesson = lesson
-        self.device = device = device or default_device()
-        reference = load(device)
+        self.devices = [device] if device else reference_devices()
+        self.references = {d: load(d) for d in self.devices}
+        self.exclusions = load_exclusions().get(lesson, {})
+        self.sources = resolve(lesson, self.devices,
+                               references=self.references,
+                               exclusions={lesson: self.exclusions})
+        supplied = [slug for _, slug in self.sources.values() if slug]
+        self.device = max(self.devices, key=lambda d: (
+            supplied.count(d), -self.devices.index(d)))
+        reference = self.references[self.device]
         part = reference.get("lessons", {}).get(lesson, {})
-        self.info = reference.get("device", {})
+        self.info = part.get("device", reference.get("device", {}))
         self.run_info = {k: part.get(k, reference.get(k)) for k in (
             "date", "commit", "source")}
-        self.entries = _entries(reference, lesson)
         self.figures = part.get("figures", [])
-        self.exclusions = load_exclusions().get(lesson, {})
-        self.now = current_fingerprints(lesson, entries=self.entries)
-        self.values = {}
-        self.series = {}
+        from .glue import GluedValues
+        self.values, self.series = GluedValues(lesson), {}
 
     @property
     def captured(self):
-        """Whether the reference run measured any value of this lesson."""
-        return bool(self.entries)
+        """Whether a reference run measured any value of this lesson."""
+        return any(_entries(r, self.lesson) for r in self.references.values())
 
     @property
     def device_name(self):
-        return self.info.get("name", self.device)
+        return self.name_of(self.device)
+
+    def name_of(self, slug):
+        """Reference device ``slug``'s full name ("NVIDIA H100 80GB
+        HBM3"), as its run recorded it, else as the facts table gives it,
+        else the slug."""
+        reference = self.references.get(slug, {})
+        part = reference.get("lessons", {}).get(self.lesson, {})
+        name = part.get("device", reference.get("device", {})).get("name")
+        return name or device_facts(slug).get("name") or slug
+
+    def gpu_of(self, slug):
+        """Device ``slug``'s name as prose says it ("NVIDIA H100")."""
+        return short_name(self.name_of(slug))
+
+    def gpu_short_of(self, slug):
+        """`gpu_of` without its maker ("H100")."""
+        gpu = self.gpu_of(slug)
+        maker, _, model = gpu.partition(" ")
+        return model if maker.upper() in ("NVIDIA", "AMD") and model \
+            else gpu
 
     @property
     def gpu(self):
-        """The reference device's name as prose says it ("NVIDIA H100")."""
-        return short_name(self.device_name)
+        """The lesson's reference device's name as prose says it ("NVIDIA
+        H100")."""
+        return self.gpu_of(self.device)
 
     @property
     def gpu_short(self):
         """`gpu` without its maker ("H100")."""
-        maker, _, model = self.gpu.partition(" ")
-        return model if maker.upper() in ("NVIDIA", "AMD") and model \
-            else self.gpu
+        return self.gpu_short_of(self.device)
+
+    def gpu_behind(self, *keys):
+        """The name, as prose says it, of the device behind ``keys``'
+        reference values (the one that supplies most of them; the
+        lesson's device for none): words computed from `reference`
+        values name it, never the lesson's device by default."""
+        behind = [self.device_of(k) for k in keys]
+        slug = max(self.devices, key=lambda d: (
+            behind.count(d), -self.devices.index(d)))
+        return self.gpu_of(slug if any(behind) else self.device)
+
+    def source(self, key):
+        """``(state, slug)``: the state of ``key``'s reference value and
+        the device it comes from (None: not captured, or excluded)."""
+        if key in self.exclusions:
+            return EXCLUDED, None
+        found = self.sources.get(key)
+        if found is not None:
+            return found
+        for slug in self.devices:           # not glued now: stale, if any
+            if key in _entries(self.references[slug], self.lesson):
+                return STALE, slug
+        return NOT_CAPTURED, None
+
+    def device_of(self, key):
+        """The slug of the device ``key``'s reference value comes from,
+        or None."""
+        return self.source(key)[1]
+
+    def facts(self, slug=None):
+        """The published facts of device ``slug`` (default: the lesson's):
+        `device_facts`."""
+        return device_facts(slug or self.device)
 
     def glue_device(self):
         """Glue the reference device's name for prose, so that no sentence
         names it by hand: ``ref_gpu`` ("NVIDIA H100") and ``ref_gpu_short``
         (without its maker: "H100"). Not measurements: no ``*_ref``."""
-        from myst_nb import glue
+        from .glue import glue
         for key, text in zip(DEVICE_KEYS, (self.gpu, self.gpu_short)):
             glue(key, Text(text), display=False)
 
@@ -180,7 +215,7 @@ class Lesson:
         ``profile_h2d_gbps``. The profile is the model's on either backend
         (``BOOK_CPU_PROFILE`` or the default); not measurements: no
         ``*_ref``. Returns the glued values."""
-        from myst_nb import glue
+        from .glue import glue
         from ..cpudevice._profile import Profile
         data = Profile.load().data
         values = dict(zip(PROFILE_KEYS, (
@@ -203,71 +238,101 @@ class Lesson:
         if not name.endswith(REF_SUFFIX) or not base or base in self.values:
             raise ValueError(f"{name!r}: words about the reference are "
                              f"glued as 'NAME{REF_SUFFIX}', NAME not glued")
-        from myst_nb import glue
+        from .glue import glue
         glue(name, Text(text), display=False)
 
     def status(self, key):
         """``current``, ``stale``, ``not captured`` or ``excluded``."""
-        if key in self.exclusions:
-            return EXCLUDED
-        return status_of(self.entries.get(key), self.now.get(key))
+        return self.source(key)[0]
 
     def reference(self, key):
-        """The reference GPU's value of ``key``, or None (figure data: the
-        dict of series)."""
-        entry = self.entries.get(key)
-        if entry is None:
+        """The reference value of ``key`` (from the device `source` names),
+        or None (figure data: the dict of series)."""
+        slug = self.device_of(key)
+        if slug is None:
             return None
+        entry = _entries(self.references[slug], self.lesson).get(key)
         return entry.get("value", entry.get("series"))
+
+    def label(self, key):
+        """``" (H100)"`` where ``key``'s reference value comes from
+        another device than the lesson's, else ``""``."""
+        slug = self.device_of(key)
+        if slug is None or slug == self.device:
+            return ""
+        return f" ({self.gpu_short_of(slug)})"
 
     def reference_text(self, key):
         """The reference value as a table shows it: the value, with
-        `STALE_MARK` when stale, or `MISSING` (a dash) when there is none.
-        A sentence pastes reference values through `clause` instead."""
+        `STALE_MARK` when stale and the name of its device when that is
+        not the lesson's (`label`), or `MISSING` (a dash) when there is
+        none. A sentence pastes reference values through `clause`
+        instead."""
         state = self.status(key)
         if state in (NOT_CAPTURED, EXCLUDED):
             return MISSING
         text = format_value(self.reference(key))
-        return text if state == CURRENT else text + STALE_MARK
+        return (text if state == CURRENT else text + STALE_MARK) \
+            + self.label(key)
 
-    def clause(self, template):
+    def clause(self, template, only=None):
         """``template`` with each ``{key}`` replaced by the reference
-        text of ``key`` (``{ref_gpu}`` and ``{ref_gpu_short}``: the
-        reference GPU's name), or ``""`` when any of its values is not
-        current: a clause whose reference is missing, or stale (measured
-        by an older version of its cell, so that a sentence could set it
-        against a number it no longer matches), drops out of the
-        sentence; the lesson's table of reference values still shows a
-        stale one, marked. For example ``"(on the {ref_gpu_short}:
-        {trip_gbs} GB/s)"``."""
-        names = dict(zip(DEVICE_KEYS, (self.gpu, self.gpu_short)))
+        text of ``key``, or ``""`` when any of its values is not current:
+        a clause whose reference is missing, or stale (measured by an
+        older version of its cell, so that a sentence could set it against
+        a number it no longer matches), drops out of the sentence; the
+        lesson's table of reference values still shows a stale one,
+        marked. ``{ref_gpu}`` and ``{ref_gpu_short}`` name the device
+        behind the clause's own values (the one that supplies most of
+        them; a value from another device carries its name), and
+        `FACT_KEYS` (``{ref_gpu_tbps}``, ...) give that device's published
+        facts (a clause needing a fact the table lacks drops out too). For
+        example ``"(on the {ref_gpu_short}: {trip_gbs} GB/s)"``. With
+        ``only`` (a slug), the clause is a finding of that device's run:
+        it drops out unless that device is the one behind its values, so
+        that one GPU's finding is never said of another's numbers."""
         keys = [f for _, f, _, _ in string.Formatter().parse(template)
                 if f]
-        try:
-            return template.format_map({
-                k: names[k] if k in names else self._present(k)
-                for k in keys})
-        except MissingReference:
+        named = set(DEVICE_KEYS) | set(FACT_KEYS)
+        values = [k for k in keys if k not in named]
+        if any(self.status(k) != CURRENT for k in values):
             return ""
+        behind = [self.device_of(k) for k in values]
+        slug = max(self.devices, key=lambda d: (
+            behind.count(d), -self.devices.index(d)))
+        if not values:
+            slug = self.device
+        if only is not None and slug != only:
+            return ""
+        facts = device_facts(slug)
+        words = dict(zip(DEVICE_KEYS, (self.gpu_of(slug),
+                                       self.gpu_short_of(slug))))
+        for key, field in FACT_KEYS.items():
+            if field in facts:
+                words[key] = format_value(facts[field])
+        if any(k in FACT_KEYS and k not in words for k in keys):
+            return ""
+        texts = {}
+        for key in values:
+            text = format_value(self.reference(key))
+            other = self.device_of(key)
+            texts[key] = text if other == slug else \
+                f"{text} ({self.gpu_short_of(other)})"
+        return template.format_map({**texts, **words})
 
-    def _present(self, key):
-        if self.status(key) != CURRENT:
-            raise MissingReference(key)
-        return self.reference_text(key)
-
-    def glue_clause(self, name, template):
-        """Glue `clause` of ``template`` as ``name`` (``NAME_ref``, as
-        `glue_ref` names words about the reference): the sentence pastes
-        it where the clause goes, and it is empty when a value is
-        missing."""
-        self.glue_ref(name, self.clause(template))
+    def glue_clause(self, name, template, only=None):
+        """Glue `clause` of ``template`` (``only``: a finding of that
+        device's run) as ``name`` (``NAME_ref``, as `glue_ref` names words
+        about the reference): the sentence pastes it where the clause
+        goes, and it is empty when a value is missing."""
+        self.glue_ref(name, self.clause(template, only))
 
     def glue(self, name, value, display=True):
         """`myst_nb.glue` ``name``, and ``name + '_ref'`` beside it. Text
         is glued as itself: myst_nb pastes a string's ``repr``, whose
         quotes it strips only when they are single ones, so a sentence
         with an apostrophe would show in double quotes."""
-        from myst_nb import glue
+        from .glue import glue
         glue(name, Text(value) if isinstance(value, str) else value,
              display=display)
         self.values[name] = value
@@ -279,7 +344,7 @@ class Lesson:
         """Record the data behind a figure: each series a list (or array)
         of numbers or labels, glued under ``name`` as JSON, not displayed.
         A capture on a GPU stores it; `reference` gives the GPU's back."""
-        from myst_nb import glue
+        from .glue import glue
         plain = {k: _plain(v) for k, v in series.items()}
         json.dumps(plain)               # TypeError now, not at capture
         glue(name, FigureData(plain), display=False)
@@ -305,9 +370,20 @@ class Lesson:
         carries it, and the table, collapsed."""
         from IPython.display import HTML, display
         run = self.run_info if self.captured else {}
+        origin = {k: self.gpu_short_of(self.device_of(k))
+                  for k, *_ in self.rows() if self.label(k)}
+        others = []
+        for slug in self.devices:
+            if slug != self.device and any(
+                    self.device_of(k) == slug for k in origin):
+                part = self.references[slug].get("lessons", {}).get(
+                    self.lesson, {})
+                others.append((self.name_of(slug), self.gpu_short_of(slug),
+                               part.get("date"), part.get("commit")))
         display(HTML(compare_table(
             self.device_name, run.get("date"), run.get("commit"),
-            self.rows(), labels=self.labels())))
+            self.rows(), labels=self.labels(), origin=origin,
+            others=others)))
 
     def labels(self):
         """``{key: label}``: those ``book/reference/labels.json`` gives
@@ -322,129 +398,3 @@ class Lesson:
         listed = load_labels().get(self.lesson, {})
         return {k: listed.get(k) or found.get(k) or key_label(k)
                 for k in (*self.values, *self.series)}
-
-
-#: A glue role in a lesson's markdown: {glue:text}`key:format`.
-_GLUE_ROLE = re.compile(r"\{glue(?::\w+)?\}`([^`:]+)(?::([^`]*))?`")
-
-#: Units a key ends with, as a label says them.
-_UNITS = {"ms": "ms", "us": "\u00b5s", "s": "s", "kib": "KiB",
-          "mib": "MiB", "gib": "GiB", "gbps": "GB/s", "gb": "GB"}
-
-
-def key_label(key):
-    """Words for a glued key that no table of the lesson labels:
-    ``"demo_v2_ms"`` reads ``"demo v2 (ms)"``."""
-    words = key.split("_")
-    unit = _UNITS.get(words[-1]) if len(words) > 1 else None
-    if unit:
-        words = words[:-1]
-    text = " ".join(words)
-    text = text[:1].upper() + text[1:]
-    return f"{text} ({unit})" if unit else text
-
-
-def table_labels(markdown, values=None):
-    """``{key: label}`` from the rows of markdown tables that paste a
-    value and its reference (``| label | {glue:text}`key` | ... |``):
-    the first column, its glued values filled in from ``values`` and its
-    markup taken out."""
-    values = values or {}
-
-    def paste(match):
-        key, spec = match.group(1), match.group(2) or ""
-        if key not in values:
-            return key_label(key)
-        try:
-            return format(values[key], spec) if spec else format_value(
-                values[key])
-        except (TypeError, ValueError):
-            return format_value(values[key])
-
-    found = {}
-    for line in markdown.splitlines():
-        cells = [c.strip() for c in line.strip().strip("|").split("|")]
-        if len(cells) < 2 or not line.lstrip().startswith("|"):
-            continue
-        keys = [m.group(1) for m in _GLUE_ROLE.finditer(cells[1])]
-        row_keys = [m.group(1) for c in cells[1:] for m in
-                  _GLUE_ROLE.finditer(c) if not m.group(1).endswith("_ref")]
-        if len(keys) != 1 or len(row_keys) != 1 or not cells[0]:
-            continue        # one value a row: its label is the row's
-        label = _GLUE_ROLE.sub(paste, cells[0])
-        label = re.sub(r"[`*]|\$", "", label).strip()
-        found.setdefault(keys[0], label)
-    return found
-
-
-def notebook_labels(nb, values=None):
-    """`table_labels` of every markdown cell of notebook ``nb`` (a dict, as
-    json.load reads it), a later table's label winning."""
-    found = {}
-    for cell in nb["cells"]:
-        if cell["cell_type"] == "markdown":
-            found.update(table_labels("".join(cell["source"]), values))
-    return found
-
-
-def capture_words(date, commit):
-    """From what, and when, the reference ran, as plain words:
-    ``"commit ee28add, 2026-11-23"``; a date the record lacks is left out
-    (``"not recorded (before 2026-11-23)"`` reads ``"commit ee28add"``),
-    as is a commit it lacks."""
-    date = str(date or "").strip()
-    if not date or date.startswith("not recorded"):
-        date = ""
-    words = [w for w in (f"commit {commit}" if commit else "", date) if w]
-    return ", ".join(words)
-
-
-def is_number(text):
-    """Whether ``text`` (a `format_value`) is a number a table shows."""
-    return re.fullmatch(r"-?[\d,]+(\.\d+)?(e[-+]?\d+)?", text) is not None
-
-
-def _reference_cell(text, state):
-    if state in (NOT_CAPTURED, EXCLUDED) or not text:
-        return MISSING
-    return text + STALE_MARK if state == STALE else text
-
-
-def compare_table(device_name, date, commit, rows, labels=None):
-    """The HTML `Lesson.compare` shows, from ``rows`` of ``(key, this
-    run, reference, state)``: a line on the capture (``date`` and
-    ``commit`` None: never captured), the stale mark explained when a
-    row is stale, and a collapsed table of the numbers with readable
-    ``labels`` (``{key: label}``; `key_label` for the rest). Words and
-    figure data are left out (the prose shows them). Each row carries its
-    key as ``data-key``."""
-    from html import escape
-    labels = labels or {}
-    device = escape(device_name)
-    shown = [r for r in rows if is_number(r[1]) and r[3] != EXCLUDED]
-    never = date is None and commit is None
-    if never:
-        head = (f"<p>The {device} has not run this lesson yet: the "
-                "numbers below are this run's alone.</p>")
-    else:
-        when = capture_words(date, commit)
-        head = (f"<p>The {device}'s column: this lesson as the book's "
-                f"reference run measured it"
-                f"{f' ({escape(when)})' if when else ''}.</p>")
-    if any(s == STALE for _, _, _, s in rows):     # words too: prose
-        head += (f"<p>{STALE_MARK} <i>Stale</i>: the cell that measures "
-                 f"the value, or code it calls, has changed since the "
-                 f"{device} ran it.</p>")
-    body = "".join(
-        f'<tr data-key="{escape(k)}"><td>'
-        f"{escape(labels.get(k) or key_label(k))}</td><td>{escape(a)}</td>"
-        + ("" if never else f"<td>{escape(_reference_cell(b, s))}</td>")
-        + "</tr>"
-        for k, a, b, s in shown)
-    beside = "" if never else f" beside the {device}'s"
-    column = "" if never else f"<th>{device}</th>"
-    return (f"{head}<details class=\"reference-compare-details\"><summary>"
-            f"This run's {len(shown)} numbers{beside}"
-            f'</summary><table class="reference-compare"><thead><tr>'
-            f"<th>value</th><th>this run</th>{column}</tr>"
-            f"</thead><tbody>{body}</tbody></table></details>")

@@ -5,22 +5,10 @@ Also the refusal to take the CPU device model's numbers for a GPU's.
 import datetime
 import os
 import platform
-import re
 import subprocess
 
+from .devices import device_slug
 from .store import BOOK
-
-
-_DROP = re.compile(r"^(\d+gb|hbm\w*|pcie|sxm\d*|nvl|tensor|core|gpu)$")
-
-
-def device_slug(name):
-    """The file name of a device's reference, from its name: vendor and
-    model, without memory size or form factor (``NVIDIA H100 80GB HBM3``:
-    ``nvidia-h100``)."""
-    words = [w for w in re.split(r"[^a-z0-9]+", name.lower()) if w]
-    kept = [w for w in words if not _DROP.match(w)] or words
-    return "-".join(kept) or "unknown"
 
 
 def _cuda_version(v):
@@ -121,3 +109,6 @@ def refuse_model(backend, allow_model):
             "is a real GPU's numbers (pass --allow-model to write one "
             "anyway, for trying the tool)")
 
+
+__all__ = ["device_slug", "device_info", "git_commit", "run_info", "today",
+           "RefusedError", "refuse_model"]

@@ -14,12 +14,20 @@ import json
 import re
 from pathlib import Path
 
+from .cells import model_blind
+
 BOOK = Path(__file__).resolve().parents[2]
 REFERENCE_DIR = BOOK / "reference"
-#: The file that names the book's reference device (one line, its slug),
-#: and the device read when it is absent.
-DEFAULT_FILE = "default-device"
+#: The file that lists the book's reference devices in order, one slug a
+#: line: a lesson shows each value from the first of them whose run of
+#: that value is current (`resolve`). The first is the book's default
+#: device. `FALLBACK_DEVICE` is read when the file is absent.
+DEFAULT_FILE = "devices"
 FALLBACK_DEVICE = "nvidia-h100"
+#: ``{slug: facts}``: what the prose says of a reference GPU that its run
+#: does not measure (published memory bandwidth, memory size, host link),
+#: with their source (`device_facts`).
+FACTS = REFERENCE_DIR / "device-facts.json"
 EXCLUSIONS = REFERENCE_DIR / "exclusions.json"
 #: ``{lesson: {key: label}}``: the words a comparison table gives a value
 #: that no table of its lesson labels (`Lesson.labels`).
@@ -28,6 +36,11 @@ REF_SUFFIX = "_ref"
 #: Keys `Lesson.glue_device` glues: the reference device's name for prose,
 #: not a measurement (they get no ``*_ref`` and no reference value).
 DEVICE_KEYS = ("ref_gpu", "ref_gpu_short")
+#: Names a reference clause (`Lesson.clause`) may use for the published
+#: facts of the device behind its values, and the `device_facts` field
+#: each reads: ``"at its published {ref_gpu_tbps} TB/s"``.
+FACT_KEYS = {"ref_gpu_tbps": "bandwidth_tbps", "ref_gpu_memory_gb":
+             "memory_gb", "ref_gpu_link": "link"}
 #: Keys `Lesson.glue_profile` glues: the CPU device model's profile (its
 #: GPU's name and the costs prose quotes), configuration, not measurements.
 PROFILE_KEYS = ("profile_gpu", "profile_device", "profile_context_ms",
@@ -47,36 +60,42 @@ CURRENT, STALE, NOT_CAPTURED, EXCLUDED = (
 STATES = (CURRENT, STALE, NOT_CAPTURED, EXCLUDED)
 
 
+def reference_devices(root=None):
+    """The book's reference devices, in order (slugs): the lines of
+    ``devices`` in ``root`` (`REFERENCE_DIR`), else `FALLBACK_DEVICE`
+    alone. A value comes from the first of them whose entry is current,
+    else the first whose entry is stale (`resolve`)."""
+    path = Path(root or REFERENCE_DIR) / DEFAULT_FILE
+    slugs = []
+    if path.exists():
+        for line in path.read_text().splitlines():
+            line = line.split("#", 1)[0].strip()
+            if line and line not in slugs:
+                slugs.append(line)
+    return slugs or [FALLBACK_DEVICE]
+
+
 def default_device(root=None):
-    """The slug of the book's reference device: the one line of
-    ``default-device`` in ``root`` (`REFERENCE_DIR`), else
-    `FALLBACK_DEVICE`."""
-    path = Path(root or REFERENCE_DIR) / DEFAULT_FILE
-    slug = path.read_text().strip() if path.exists() else ""
-    return slug or FALLBACK_DEVICE
+    """The slug of the book's default reference device: the first of
+    `reference_devices`, the one whose name the lessons' prose gives
+    where a lesson's values come from it."""
+    return reference_devices(root)[0]
 
 
-#: The reference device when this module was imported (`default_device`
-#: reads it again, as a test that moves `REFERENCE_DIR` needs).
+#: The default reference device when this module was imported
+#: (`default_device` reads it again, as a test that moves `REFERENCE_DIR`
+#: needs).
 DEFAULT_DEVICE = default_device()
-
-
-def set_default_device(slug, root=None):
-    """Make ``slug`` the book's reference device; refused (ValueError)
-    when ``root`` (`REFERENCE_DIR`) holds no ``slug.json``. The lessons
-    show it once they are executed again. Returns the file written."""
-    if not slug or "/" in slug or not reference_path(slug, root).is_file():
-        raise ValueError(
-            f"no reference {reference_path(slug or '?', root)}: store one "
-            "first (python -m src.reference import, or capture)")
-    path = Path(root or REFERENCE_DIR) / DEFAULT_FILE
-    path.write_text(slug + "\n")
-    return path
 
 
 def fingerprint(source):
     """A short hash of a cell's code, blind to blank lines and trailing
-    spaces: two cells with the same code have the same fingerprint."""
+    spaces, and to what only the CPU device model runs: the ``cpu`` size
+    of ``pick(cpu=..., gpu=...)`` (`model_blind`). Two cells that run the
+    same code on a GPU have the same fingerprint, so a change of the
+    model's size leaves a GPU's values current; a change of the ``gpu``
+    size, or of any other code, does not."""
+    source = model_blind(source)
     lines = [ln.rstrip() for ln in source.splitlines() if ln.strip()]
     return hashlib.sha1("\n".join(lines).encode()).hexdigest()[:12]
 
@@ -199,6 +218,19 @@ def lesson_names(book=None):
     return [p.stem for p in sorted(Path(book or BOOK).glob(LESSON_GLOB))]
 
 
+#: Notebooks outside `LESSON_GLOB` that glue values through `Lesson` and
+#: so have a part in each reference (the misuse catalogue).
+OTHER_LESSONS = ("misuse",)
+
+
+def reference_lessons(book=None):
+    """Every notebook with a part in the references: the lessons
+    (`lesson_names`), then `OTHER_LESSONS` that exist."""
+    return lesson_names(book) + [
+        n for n in OTHER_LESSONS if (Path(book or BOOK) / f"{n}.ipynb")
+        .exists()]
+
+
 def _read_lesson(lesson, book=None):
     path = Path(book or BOOK) / f"{lesson}.ipynb"
     return json.loads(path.read_text()) if path.exists() else None
@@ -210,9 +242,16 @@ def current_fingerprints(lesson, book=None, entries=None):
     reference's), a key that neither this run nor a literal name shows (an
     f-string key in a branch only a GPU takes) has the fingerprint of the
     cell that glued it on the GPU, while that cell is there unchanged."""
+    return _with_entries(_lesson_cells(lesson, book), entries)
+
+
+def _lesson_cells(lesson, book=None):
+    """``(found, cells)``: ``{key: fingerprint}`` of the keys the stored
+    lesson glues or names literally, and the fingerprints of all its
+    code cells (empty when there is no such lesson)."""
     nb = _read_lesson(lesson, book)
     if nb is None:
-        return {}
+        return {}, set()
     found = {k: fingerprint(r["source"]) for k, r in read_glued(nb).items()}
     # A key glued by a cell that has not run yet: find the cell by name.
     cells = set()
@@ -222,6 +261,12 @@ def current_fingerprints(lesson, book=None, entries=None):
             cells.add(fingerprint(src))
             for key in _literal_keys(src):
                 found.setdefault(key, fingerprint(src))
+    return found, cells
+
+
+def _with_entries(lesson_cells, entries):
+    found, cells = lesson_cells
+    found = dict(found)
     for key, entry in (entries or {}).items():
         if key not in found and entry.get("cell") in cells:
             found[key] = entry["cell"]
@@ -286,17 +331,74 @@ def lesson_status(lesson, device=None, book=None, reference=None,
                                                  entries).items()}
 
 
-def report(device=None, book=None, root=None):
-    """``{lesson: {state: [keys]}}`` for every lesson of the book."""
-    reference, exclusions = load(device, root), load_exclusions()
+def resolve(lesson, devices=None, book=None, references=None,
+            exclusions=None, root=None):
+    """``{key: (state, slug)}`` for every key the lesson glues now, over
+    the reference devices ``devices`` (default: `reference_devices`) in
+    order: a value comes from the first device whose entry of it is
+    current; else from the first whose entry is stale; else it is not
+    captured (slug None), or excluded (slug None). ``references``:
+    ``{slug: reference}`` already loaded."""
+    devices = list(devices or reference_devices(root))
+    references = references or {}
+    exclusions = load_exclusions() if exclusions is None else exclusions
+    excluded = exclusions.get(lesson, {})
+    cells = _lesson_cells(lesson, book)
+    per = []
+    for slug in devices:
+        reference = references.get(slug)
+        if reference is None:
+            reference = references[slug] = load(slug, root)
+        entries = _entries(reference, lesson)
+        per.append((slug, entries, _with_entries(cells, entries)))
+    keys = {}
+    for _, _, now in per:
+        for key in now:
+            keys.setdefault(key, None)
     out = {}
-    for lesson in lesson_names(book):
+    for key in keys:
+        if key in excluded:
+            out[key] = (EXCLUDED, None)
+            continue
+        states = [(slug, status_of(entries.get(key), now.get(key)))
+                  for slug, entries, now in per]
+        out[key] = next(
+            ((CURRENT, slug) for slug, st in states if st == CURRENT),
+            next(((STALE, slug) for slug, st in states if st == STALE),
+                 (NOT_CAPTURED, None)))
+    return out
+
+
+def report(device=None, book=None, root=None):
+    """``{lesson: {state: [keys]}}`` for every notebook with a part in the
+    references (`reference_lessons`, the misuse catalogue too): with
+    ``device``, that reference alone; without, each value as the lessons
+    show it, from the reference devices in order (`resolve`)."""
+    if device is not None:
+        reference, exclusions = load(device, root), load_exclusions()
+    else:
+        references, exclusions = {}, load_exclusions()
+    out = {}
+    for lesson in reference_lessons(book):
         states = {s: [] for s in STATES}
-        for key, state in lesson_status(lesson, device, book, reference,
-                                        exclusions).items():
+        if device is not None:
+            found = lesson_status(lesson, device, book, reference,
+                                  exclusions)
+        else:
+            found = {k: st for k, (st, _) in resolve(
+                lesson, None, book, references, exclusions, root).items()}
+        for key, state in found.items():
             states[state].append(key)
         out[lesson] = states
     return out
+
+
+def sources(book=None, root=None):
+    """``{lesson: {key: (state, slug)}}``: `resolve` for every notebook
+    with a part in the references."""
+    references, exclusions = {}, load_exclusions()
+    return {lesson: resolve(lesson, None, book, references, exclusions, root)
+            for lesson in reference_lessons(book)}
 
 
 def unshown_keys(nb, lesson, reference=None, exclusions=None):

@@ -13,6 +13,7 @@ import sys
 from pathlib import Path
 
 from . import store
+from .devices import clear_execution_cache
 from .machine import (
     RefusedError, device_slug, git_commit, refuse_model, today)
 from .store import (
@@ -111,13 +112,15 @@ def build(notebooks, device_info, slug, date, commit, source,
           previous=None, figure_root=None):
     """A reference from executed lessons, ``{lesson: nb}``, merged into
     ``previous`` (the lessons not given keep their part, with their own
-    date and commit)."""
+    date, commit and device: each part records the device that ran it, so
+    that a later import cannot relabel it; the file's top-level device is
+    the latest run's)."""
     lessons = dict((previous or {}).get("lessons", {}))
     for lesson, nb in notebooks.items():
         part = lesson_reference(
             nb, lesson, slug,
             None if figure_root is None else Path(figure_root) / slug)
-        part.update(date=date, commit=commit)
+        part.update(date=date, commit=commit, device=dict(device_info))
         lessons[lesson] = part
     return {"device": device_info, "date": date, "commit": commit,
             "source": source, "lessons": dict(sorted(lessons.items()))}
@@ -189,7 +192,11 @@ def save(notebooks, info, slug, date, commit, source, root=None,
             old.unlink()
     reference = build(notebooks, info, slug, date, commit, source,
                       previous, root)
-    return write(reference, slug, root)
+    path = write(reference, slug, root)
+    # The build's execution cache keys a lesson on its code alone: it
+    # would serve the values glued from the reference before this one.
+    clear_execution_cache(root)
+    return path
 
 
 def import_notebooks(paths, device=None, commit=None, date=None,

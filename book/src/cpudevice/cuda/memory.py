@@ -16,6 +16,7 @@ import threading
 import numpy
 
 from . import runtime
+from .._errors import reader_traceback
 from .._hardware import api
 from .device import Device, _state
 from .memory_hook import _hooks
@@ -46,6 +47,8 @@ class OutOfMemoryError(MemoryError):
 
     def __reduce__(self):
         return (type(self), (self._size, self._total, self._limit))
+
+    _render_traceback_ = reader_traceback     # the reader's lines, message
 
 
 _ALIGN = 256          # cudaMalloc returns 256-byte aligned addresses

@@ -88,22 +88,6 @@ def _current_stream_ptr(device_id):
     return ptr
 
 
-def _refuse_in_capture(library):
-    """CuPy refuses cuBLAS and cuRAND calls on a capturing stream (their
-    ``setStream``) before queueing anything: the capture stays valid."""
-    if _queue_of(None).capture is not None:
-        raise NotImplementedError(
-            f"calling {library} API during stream capture is currently "
-            "unsupported")
-
-
-def _check_cublas_capture(dtype):
-    """``matmul``/``dot``: integer and boolean products use CuPy's own
-    kernel, the others cuBLAS, which capture refuses."""
-    if dtype.kind not in "biu":
-        _refuse_in_capture("cuBLAS")
-
-
 def get_current_stream_ptr():
     return _current_stream_ptr(runtime._tls.device)
 
@@ -115,14 +99,20 @@ def _capture_error(status, cap, why, hint):
     return runtime._error(status, hint)
 
 
+def _blocking_captures(q):
+    """The captures of the blocking streams of ``q``'s device when ``q`` is
+    the legacy null stream (which synchronizes with them); else none."""
+    if not q.legacy:
+        return []
+    return [b.capture for b in list(q.dev.blocking_queues)
+            if b.capture is not None]
+
+
 def _legacy_while_capturing(q, what):
     """``q`` is the legacy null stream and a blocking stream of its device
     is capturing: using it is invalid (cudaErrorStreamCaptureImplicit) and
     invalidates that capture. True when so."""
-    if not q.legacy:
-        return False
-    caps = [b.capture for b in list(q.dev.blocking_queues)
-            if b.capture is not None]
+    caps = _blocking_captures(q)
     for cap in caps:
         cap.invalidate(what + " of the legacy null stream")
     return bool(caps)
@@ -312,7 +302,17 @@ class _BaseStream:
         return Graph._from_nodes(cap.nodes, _queue_of)
 
     def is_capturing(self):
-        return _queue_of(self).capture is not None
+        """Whether the stream is capturing (cudaStreamIsCapturing). Asked of
+        the legacy null stream while a blocking stream of its device
+        captures, CUDA refuses (cudaErrorStreamCaptureImplicit) and CuPy
+        raises it; a query only, it leaves that capture valid."""
+        q = _queue_of(self)
+        if _blocking_captures(q):
+            raise runtime._error(
+                runtime.errorStreamCaptureImplicit,
+                "the legacy null stream synchronizes with every blocking "
+                "stream, and one is capturing; ask the capturing stream")
+        return q.capture is not None
 
     @property
     def is_non_blocking(self):
