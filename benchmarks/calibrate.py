@@ -1,6 +1,6 @@
 """Calibrate the CPU device model's profile from a GPU's run of fidelity.py.
 
-    python benchmarks/calibrate.py benchmarks/fidelity-gpu.json \\
+    python benchmarks/calibrate.py benchmarks/fidelity-gpu-nvidia-h200.json \\
         --out book/src/cpudevice/profiles/h200.json
 
 A device profile (`src.cpudevice._profile`) holds what the model's cost

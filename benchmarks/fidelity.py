@@ -26,13 +26,16 @@ holds the host between its events on a GPU too.
 
 Beside each value, the GPU reference:
 
-* by default, ``book/reference/nvidia-h100.json``: what the lessons glued on
-  an NVIDIA H100, combined by the formula each effect states. Those values
-  were taken at the lessons' *GPU* sizes, until a GPU runs fidelity.py
-  itself;
+* by default, the same device's: the GPU this run is on, or on the CPU
+  device model the GPU its profile was measured on (the H100's profile:
+  ``nvidia-h100``). That GPU's own run of fidelity.py,
+  ``benchmarks/fidelity-gpu-<device>.json`` (``--json`` on a GPU, which
+  ``tools/gpu/refresh-reference.sh`` copies there), compared size for
+  size, where there is one; else what its lessons glued,
+  ``book/reference/<device>.json``, combined by the formula each effect
+  states, values taken at the lessons' *GPU* sizes; else none;
 * with ``--reference PATH``, that file instead: a lessons reference of the
-  same form, or the ``--json`` output of fidelity.py run on a GPU, whose
-  values are then compared size for size.
+  same form, or the ``--json`` output of fidelity.py run on a GPU.
 
 Run on a GPU, the live values are that GPU's own, and ``--json`` saves them
 to become the reference.
@@ -75,9 +78,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from fidelitykit import calibration  # noqa: E402, F401
 from fidelitykit.calibration import CALIBRATION  # noqa: E402, F401
 from fidelitykit.compare import (  # noqa: E402, F401
-    AGREES, BAND, DEFAULT_REFERENCE, DIFFERS, FACTOR, FLAGGED, NO_REFERENCE,
-    NOT_MEASURED, direction, evaluate, load_reference, names_in, refs,
-    summarize, verdict)
+    AGREES, BAND, DIFFERS, FACTOR, FLAGGED, NO_REFERENCE, NOT_MEASURED,
+    default_reference, direction, evaluate, gpu_run_path, load_reference,
+    names_in, refs, run_device, summarize, verdict)
 from fidelitykit.effect import DEVICE_ONLY, MIXED  # noqa: E402, F401
 from fidelitykit.effects import EFFECT_SIZES, EFFECTS  # noqa: E402, F401
 from fidelitykit.experiment import EXPERIMENTS  # noqa: E402, F401
@@ -92,9 +95,11 @@ def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--json", help="write the results here")
     p.add_argument("--markdown", help="write the table as a book page here")
-    p.add_argument("--reference", default=str(DEFAULT_REFERENCE),
+    p.add_argument("--reference",
                    help="the GPU reference: a book/reference/*.json file or "
-                        "the --json of fidelity.py run on a GPU")
+                        "the --json of fidelity.py run on a GPU (default: "
+                        "the same device's, benchmarks/fidelity-gpu-"
+                        "<device>.json, else book/reference/<device>.json)")
     p.add_argument("--only", nargs="*", help="measure only these effects")
     args = p.parse_args(argv)
     result = run(args.only, args.reference)

@@ -1,4 +1,6 @@
-"""Compile CUDA C with NVRTC from the nvidia-cuda-nvrtc-cu12 wheel, no GPU.
+"""Compile CUDA C with NVRTC from NVIDIA's wheel, no GPU: CUDA 12's
+(nvidia-cuda-nvrtc-cu12, which requirements.txt installs) or CUDA 13's
+(nvidia-cuda-nvrtc, beside cupy-cuda13x on a CUDA 13 machine).
 
 `compile_ptx` compiles a source to PTX or raises `CompileError` carrying
 NVRTC's log. `wrap` turns a kernel's `src.kernels` spec into a complete
@@ -7,6 +9,7 @@ placeholder, one thread per element, the body in the loop.
 """
 import ctypes
 import re
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -19,17 +22,40 @@ class CompileError(RuntimeError):
     """NVRTC rejected a source; the message holds its log."""
 
 
-def library_path():
-    """Path of libnvrtc.so.12 inside the wheel, or None if it is missing."""
-    try:
-        import nvidia.cuda_nvrtc as wheel
-    except ImportError:
-        return None
-    for folder in wheel.__path__:
-        lib = Path(folder) / "lib" / "libnvrtc.so.12"
-        if lib.exists():
-            return lib
+#: Where NVIDIA's wheels put NVRTC, under a folder of ``sys.path``: CUDA
+#: 13's (one folder for all of CUDA 13's libraries) and CUDA 12's, the
+#: places cuda-pathfinder (CuPy 14's library finder) looks in, in its order.
+WHEEL_LIBRARIES = ("nvidia/cu13/lib/libnvrtc.so.13",
+                   "nvidia/cuda_nvrtc/lib/libnvrtc.so.12")
+
+#: Why the tests that compile skip where `library_path` finds none.
+MISSING = ("no NVRTC here: neither CUDA 12's wheel "
+           "(nvidia-cuda-nvrtc-cu12) nor CUDA 13's (nvidia-cuda-nvrtc)")
+
+
+def wheel_library(folders):
+    """The first of `WHEEL_LIBRARIES` under one of ``folders``, or None."""
+    for folder in folders:
+        for name in WHEEL_LIBRARIES:
+            lib = Path(folder or ".") / name
+            if lib.is_file():
+                return lib
     return None
+
+
+def library_path():
+    """Path of NVRTC's library: from a wheel on ``sys.path``, else where
+    cuda-pathfinder finds it (a CUDA toolkit, where that package is
+    installed, as it is beside CuPy 14); None if there is none."""
+    lib = wheel_library(sys.path)
+    if lib is not None:
+        return lib
+    try:
+        from cuda.pathfinder import load_nvidia_dynamic_lib
+        found = load_nvidia_dynamic_lib("nvrtc").abs_path
+    except Exception:              # noqa: BLE001  (not installed, not found)
+        return None
+    return Path(found) if found else None
 
 
 _lib = None
@@ -38,7 +64,13 @@ _lib = None
 def _nvrtc():
     global _lib
     if _lib is None:
-        lib = ctypes.CDLL(str(library_path()))
+        path = library_path()
+        # CUDA 13's NVRTC, installed from its wheel, cannot open its
+        # builtins library beside it by itself ("failed to open
+        # libnvrtc-builtins.so.13.0" at the first compile): load it first.
+        for builtins in sorted(path.parent.glob("libnvrtc-builtins.so.*")):
+            ctypes.CDLL(str(builtins), mode=ctypes.RTLD_GLOBAL)
+        lib = ctypes.CDLL(str(path))
         lib.nvrtcGetErrorString.restype = ctypes.c_char_p
         _lib = lib
     return _lib

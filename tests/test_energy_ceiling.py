@@ -15,8 +15,7 @@ ceiling = scripts.load("benchmarks/energy_ceiling.py")
 
 
 @pytest.mark.skipif(nvrtc.library_path() is None,
-                    reason="the nvidia-cuda-nvrtc-cu12 wheel is not "
-                    "installed here")
+                    reason=nvrtc.MISSING)
 @pytest.mark.parametrize("arch", ["compute_75", "compute_90"])
 def test_it_compiles_to_16_byte_loads_and_no_division(arch):
     ptx = nvrtc.compile_ptx(ceiling.CODE, arch, "energy_partials.cu")
@@ -27,8 +26,7 @@ def test_it_compiles_to_16_byte_loads_and_no_division(arch):
 
 
 @pytest.mark.skipif(nvrtc.library_path() is None,
-                    reason="the nvidia-cuda-nvrtc-cu12 wheel is not "
-                    "installed here")
+                    reason=nvrtc.MISSING)
 def test_it_assembles_to_machine_code_for_an_h100():
     cubin = nvrtc.compile_cubin(ceiling.CODE, "sm_90", "energy_partials.cu")
     assert cubin[:4] == b"\x7fELF"

@@ -212,13 +212,31 @@ def test_misses_against_stale_references_are_named_not_excused(fid):
 
 
 def test_a_gpu_run_of_fidelity_can_be_the_reference(fid, tmp_path):
-    gpu = tmp_path / "fidelity-gpu.json"
+    gpu = tmp_path / "fidelity-gpu-some-gpu.json"
     gpu.write_text(json.dumps({"devices": ["Some GPU"], "effects": {
         fid.EFFECTS[0].key: {"live": 4.0}}}))
     info, ref_of = fid.load_reference(gpu)
     assert info["kind"] == "fidelity" and info["device"] == "Some GPU"
     assert ref_of(fid.EFFECTS[0]) == (4.0, "measured")
     assert ref_of(fid.EFFECTS[1])[0] is None
+
+
+def test_a_run_is_compared_with_its_own_devices_reference(fid):
+    """On the model, the GPU its profile was measured on (the H100's): that
+    GPU's own run of fidelity.py, one file a device; a device with neither
+    such a run nor a lessons reference here gets none, not another's."""
+    assert fid.run_device("cpu") == "nvidia-h100"
+    assert fid.default_reference("nvidia-h100") == \
+        ROOT / "benchmarks" / "fidelity-gpu-nvidia-h100.json"
+    info, _ = fid.load_reference()
+    assert info["kind"] == "fidelity"
+    assert info["path"] == "benchmarks/fidelity-gpu-nvidia-h100.json"
+    assert info["device"] == "NVIDIA H100 80GB HBM3"
+    none = fid.default_reference("nvidia-h900")
+    assert none == ROOT / "book" / "reference" / "nvidia-h900.json"
+    info, ref_of = fid.load_reference(none)
+    assert info["kind"] == "none"
+    assert ref_of(fid.EFFECTS[0]) == (None, fid.refs.NOT_CAPTURED)
 
 
 def test_one_effect_end_to_end(fid, tmp_path):
@@ -321,7 +339,7 @@ def test_the_page_says_how_to_regenerate_it_against_its_reference(fid):
     not need to."""
     from fidelitykit import table
     gpu = {"reference": {"kind": "fidelity",
-                         "path": "benchmarks/fidelity-gpu.json"}}
+                         "path": "benchmarks/fidelity-gpu-nvidia-h100.json"}}
     assert table.command(gpu).endswith(
-        "--reference benchmarks/fidelity-gpu.json")
+        "--reference benchmarks/fidelity-gpu-nvidia-h100.json")
     assert table.command({"reference": {"kind": "lessons"}}) == table.COMMAND

@@ -20,7 +20,7 @@ from src.memory import MemoryMonitor
 ARCHS = ["compute_75", "compute_90"]
 needs_nvrtc = pytest.mark.skipif(
     nvrtc.library_path() is None,
-    reason="the nvidia-cuda-nvrtc-cu12 wheel is not installed here")
+    reason=nvrtc.MISSING)
 
 
 def f32(*values):
@@ -79,6 +79,21 @@ def test_broken_elementwise_body_fails_inside_the_wrapper():
     spec = kernels.Elementwise("T x", "T y", "y = x.real_part", "broken")
     with pytest.raises(nvrtc.CompileError, match="expression must have"):
         nvrtc.compile_ptx(nvrtc.wrap(spec), "compute_75")
+
+
+def test_nvrtc_is_found_in_cuda_13s_wheel_as_in_cuda_12s(tmp_path):
+    """CUDA 12's wheel (here and in CI) and CUDA 13's (a CUDA 13 image,
+    such as the lent H200's) put NVRTC in different folders."""
+    cu12, cu13, none = (tmp_path / d for d in ("cu12", "cu13", "none"))
+    for site, name in ((cu12, nvrtc.WHEEL_LIBRARIES[1]),
+                       (cu13, nvrtc.WHEEL_LIBRARIES[0])):
+        (site / name).parent.mkdir(parents=True)
+        (site / name).write_bytes(b"")
+    assert nvrtc.wheel_library([none, cu12]) == \
+        cu12 / "nvidia/cuda_nvrtc/lib/libnvrtc.so.12"
+    assert nvrtc.wheel_library([none, cu13]) == \
+        cu13 / "nvidia/cu13/lib/libnvrtc.so.13"
+    assert nvrtc.wheel_library([none]) is None
 
 
 # --- every kernel has a spec, a source text and a twin ----------------------

@@ -5,6 +5,7 @@ import json
 import math
 from pathlib import Path
 
+from src import BACKEND, device_names
 from src import reference as refs
 
 from .effect import DEVICE_ONLY, MIXED
@@ -14,9 +15,33 @@ FACTOR = 2.0        # device-only: agrees within this factor of the reference
 BAND = 1.3          # mixed: "about 1" within this factor of 1
 AGREES, DIFFERS, FLAGGED = "agrees", "differs", "flagged"
 NO_REFERENCE, NOT_MEASURED = "no reference", "not measured"
-#: The lessons' reference of the GPU the model's profile was measured on
-#: (the H100's), whatever the order of the book's reference devices.
-DEFAULT_REFERENCE = refs.reference_path(refs.comparator_device())
+BENCHMARKS = Path(__file__).resolve().parents[1]
+
+
+def gpu_run_path(slug):
+    """Where a GPU's own run of fidelity.py is kept, one file a device
+    (tools/gpu/refresh-reference.sh copies it there)."""
+    return BENCHMARKS / f"fidelity-gpu-{slug}.json"
+
+
+def run_device(backend=BACKEND):
+    """The slug of the GPU whose reference this run is compared with: the
+    GPU it runs on, or, on the CPU device model, the GPU its profile was
+    measured on (`comparator_device`: the H100's, whatever the order of
+    the book's reference devices)."""
+    if backend == "gpu":
+        return refs.device_slug(device_names()[0])
+    return refs.comparator_device()
+
+
+def default_reference(slug=None):
+    """The same device's reference (``slug``, default `run_device`): its
+    own run of fidelity.py, at these sizes (`gpu_run_path`), where there
+    is one, else the values its lessons glued
+    (``book/reference/<slug>.json``), which may not exist either."""
+    slug = slug or run_device()
+    run = gpu_run_path(slug)
+    return run if run.is_file() else refs.reference_path(slug)
 
 
 def names_in(expression):
@@ -74,14 +99,31 @@ def verdict(cls, live, ref, factor=FACTOR, band=BAND, gain=False):
 
 
 # -- the reference ------------------------------------------------------------
-def load_reference(path=DEFAULT_REFERENCE):
-    """``(info, ref_of)``: a description of the reference, and a function
-    giving an `Effect`'s reference ``(value, state)``."""
-    path = Path(path)
+def _shown(path):
+    """``path`` as the book's commands write it: from the project's root
+    when it is inside it."""
+    try:
+        return str(path.resolve().relative_to(BENCHMARKS.parent))
+    except ValueError:
+        return str(path)
+
+
+def load_reference(path=None):
+    """``(info, ref_of)``: a description of the reference at ``path``
+    (default: `default_reference`), and a function giving an `Effect`'s
+    reference ``(value, state)``; where there is no such file, every
+    effect's is ``(None, "not captured")``."""
+    path = Path(path or default_reference())
+    shown = _shown(path)
+    if not path.is_file():
+        info = {"path": shown, "kind": "none", "device": path.stem,
+                "note": f"none: no {path.name} here, so nothing to compare "
+                        "with on this device"}
+        return info, lambda effect: (None, refs.NOT_CAPTURED)
     data = json.loads(path.read_text())
     if "effects" in data:                   # a fidelity.py run on a GPU
         name = (data.get("devices") or ["a GPU"])[0]
-        info = {"path": str(path), "kind": "fidelity", "device": name,
+        info = {"path": shown, "kind": "fidelity", "device": name,
                 "date": data.get("date"),
                 "note": f"measured by fidelity.py itself on {name}, at the "
                         "same sizes as this run"}
@@ -94,7 +136,7 @@ def load_reference(path=DEFAULT_REFERENCE):
 
     lessons = data.get("lessons", {})
     name = data.get("device", {}).get("name", path.stem)
-    info = {"path": str(path), "kind": "lessons", "device": name,
+    info = {"path": shown, "kind": "lessons", "device": name,
             "date": data.get("date"), "commit": data.get("commit"),
             "note": f"{name}, the lessons' glued values, taken at the "
                     "lessons' GPU sizes (until a GPU runs fidelity.py "

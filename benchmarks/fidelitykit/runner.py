@@ -10,8 +10,8 @@ import numpy as np
 from src import BACKEND, cp, device_names
 
 from .calibration import CALIBRATION
-from .compare import (BAND, DEFAULT_REFERENCE, FACTOR, evaluate_effects,
-                      load_reference, summarize)
+from .compare import (BAND, FACTOR, evaluate_effects, load_reference,
+                      summarize)
 from .effects import EFFECTS
 from .experiment import EXPERIMENTS, free_pools
 from .sizes import GPU_SIZES, SIZES
@@ -69,8 +69,10 @@ def device_properties(index=0):
     return out
 
 
-def run(only=None, reference=DEFAULT_REFERENCE):
-    """Measure the effects (all, or the keys in ``only``) and compare."""
+def run(only=None, reference=None):
+    """Measure the effects (all, or the keys in ``only``) and compare them
+    with ``reference`` (a path; default: the same device's,
+    `default_reference`)."""
     effects = [e for e in EFFECTS if not only or e.key in only]
     unknown = set(only or ()) - {e.key for e in EFFECTS}
     if unknown:

@@ -7,9 +7,13 @@
 # date and commit in $OUT/run.json, as their device's reference:
 # book/reference/<slug>.json and its figures in book/reference/<slug>/.
 # Other options: python -m src.reference import --help (from book/). Also
-# copies $OUT/fidelity-gpu.json, if there, to benchmarks/. The lessons keep
-# showing the reference named in book/reference/default-device until
-# `python -m src.reference default SLUG` (from book/) names another.
+# copies $OUT/fidelity-gpu.json, if there, to
+# benchmarks/fidelity-gpu-<slug>.json, the slug of the device that ran it
+# (run.json's device, as the import names it; --device SLUG if given),
+# one file a device: never over another device's file, never a run on the
+# CPU device model. The lessons keep showing the reference named in
+# book/reference/default-device until `python -m src.reference default
+# SLUG` (from book/) names another.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
 OUT=${OUT:-.gpu/out}
@@ -29,14 +33,19 @@ notebooks=("$OUT"/nb/*.ipynb)
 cd "$root/book"
 "$python" -m src.reference import "${notebooks[@]}" "$@"
 # fidelity.py's own run on the GPU (bash .gpu/run.sh fidelity), if any: the
-# reference the model's fidelity table is best compared with (same sizes).
+# reference the model's fidelity table is best compared with (same sizes),
+# kept as that device's.
 if [ -f "$OUT/fidelity-gpu.json" ]; then
-  cp "$OUT/fidelity-gpu.json" "$root/benchmarks/fidelity-gpu.json"
-  echo "copied fidelity-gpu.json to benchmarks/; compare the model with it:"
-  echo "  python benchmarks/fidelity.py --reference benchmarks/fidelity-gpu.json \\"
+  dest=$("$python" "$root/tools/gpu/fidelity_dest.py" "$OUT" \
+    "$root/benchmarks" "$@") || exit 1
+  cp "$OUT/fidelity-gpu.json" "$dest"
+  rel=${dest#"$root"/}
+  echo "copied fidelity-gpu.json to $rel; compare the model with it:"
+  echo "  python benchmarks/fidelity.py --reference $rel \\"
   echo "      --json benchmarks/fidelity-cpu.json --markdown book/fidelity.md"
-  echo "and the model's profile with one solved from that run:"
-  echo "  python benchmarks/calibrate.py benchmarks/fidelity-gpu.json"
+  echo "(the default when the model's profile is that device's), and the"
+  echo "model's profile with one solved from that run:"
+  echo "  python benchmarks/calibrate.py $rel"
 fi
 default=$("$python" -m src.reference default)
 echo "the lessons show the reference in book/reference/default-device ($default);"

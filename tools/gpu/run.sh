@@ -1,10 +1,21 @@
 #!/usr/bin/env bash
 # On a GPU machine, from the project root: the whole book on real CuPy.
 #     bash .gpu/run.sh [STEP ...]      STEP: lessons fidelity tests bench all
-# (default all: the four, always in that order: the lessons and fidelity.py
-# first, since they make the GPU reference and the model's calibration, and
-# a run cut short by its budget should have them). tools/gpu/prepare.sh
-# puts this script and the wheels it needs in .gpu/.
+# (default: lessons fidelity; all: the four. Steps run in that order
+# whatever the order asked: the lessons and fidelity.py first, since they
+# make the GPU reference and the model's calibration, and a run cut short
+# by its budget should have them). tools/gpu/prepare.sh puts this script
+# and the wheels it needs in .gpu/.
+# The plan on a lent GPU (kind nvidia-h200): 15 minutes of device time in
+# all, the machine's start (1-2 minutes) included, at most 10 minutes a
+# command. First, in one call of at most 6 minutes, the lessons and
+# fidelity.py, this script's default (they took 243 s on the H100;
+# BUDGET_S defaults to 330 s), which leaves time to run that call again if
+# it fails. Then, if time is left, `bash .gpu/run.sh tests bench` in a
+# second call (92 s on the H100).
+# It exports BOOK_LANE=1: a lesson then asks for no more of the device
+# than the lent machine allows (02.3 keeps its managed memory within the
+# free memory, and its oversubscribed case is not captured).
 # Writes under $OUT (default .gpu/out): pytest.log, the lessons executed
 # with their outputs in nb/, run.json (the device, date and commit of the
 # run), fidelity-gpu.json (benchmarks/fidelity.py's effects measured on
@@ -13,12 +24,13 @@
 # NBVAL_CHECK_OUTPUT cells' outputs as stored), and the tests step runs
 # tests/ alone, not the lessons again. Then
 # `bash tools/gpu/refresh-reference.sh` stores the lessons' numbers and
-# figures as that device's reference, and copies fidelity-gpu.json.
+# figures as that device's reference, and keeps fidelity-gpu.json as
+# benchmarks/fidelity-gpu-<device>.json.
 # LESSONS (names without .ipynb, space-separated) runs only those lessons,
 # for a capture of a few: refresh-reference.sh then updates only theirs.
-# BUDGET_S (default 570) caps the whole run: each step's timeout is cut to
-# what is left of it, so a run that must end within 10 minutes (a lent
-# device's limit per command) ends in time, with what it finished kept.
+# BUDGET_S (default 330) caps the whole run: each step's timeout is cut to
+# what is left of it, so a run ends in time for the plan above (or a lent
+# device's limit of 10 minutes a command), with what it finished kept.
 # A step cut by its timeout is interrupted (SIGINT: pytest still prints
 # its summary, a lesson keeps the cells it ran, fidelity.py writes what it
 # measured), and killed 10 s later.
@@ -32,7 +44,7 @@
 # output, fidelity.py or the benchmarks failed, or a step ran out of time.
 set -u
 steps=("$@")
-[ ${#steps[@]} -eq 0 ] && steps=(all)
+[ ${#steps[@]} -eq 0 ] && steps=(lessons fidelity)
 for s in "${steps[@]}"; do
   case $s in lessons|fidelity|tests|bench|all) ;;
     *) echo "unknown step '$s' (lessons, fidelity, tests, bench, all)"; exit 2 ;;
@@ -48,7 +60,7 @@ if [ -n "${PACK:-}" ]; then
     && echo "packed $OUT into $PACK" || echo "packing $OUT into $PACK failed"; }
   trap pack_out EXIT
 fi
-deadline=$(( $(date +%s) + ${BUDGET_S:-570} ))
+deadline=$(( $(date +%s) + ${BUDGET_S:-330} ))
 # left CAP: seconds a step may take, at most CAP and what the budget leaves
 # (less 15 s to write up); 0 when nothing is left.
 left() { local l=$(( deadline - $(date +%s) - 15 ))
@@ -63,14 +75,16 @@ capped() { timeout -s INT -k 10 "$@"; }
 : > "$OUT/steps.log"
 step_done() { echo "$1: exit $2 in $(( $(date +%s) - $3 )) s" | tee -a "$OUT/steps.log"; }
 if ls .gpu/whl/*.whl >/dev/null 2>&1; then
-  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir \
-    --upgrade --target /tmp/gpu-site .gpu/whl/*.whl >/dev/null 2>&1 \
-    || { echo "installing the wheels in .gpu/whl failed"; exit 1; }
+  # pip says why when it fails (a wheel for another Python, say)
+  if ! pipsaid=$(python3 -m pip install -q --no-index --no-deps --no-compile \
+      --no-cache-dir --upgrade --target /tmp/gpu-site .gpu/whl/*.whl 2>&1); then
+    echo "installing the wheels in .gpu/whl failed:"; echo "$pipsaid"; exit 1
+  fi
   export PYTHONPATH=/tmp/gpu-site
 else
   echo "no wheels in .gpu/whl (tools/gpu/prepare.sh): using the installed packages"
 fi
-export PYTHONUNBUFFERED=1 BOOK_BACKEND=gpu
+export PYTHONUNBUFFERED=1 BOOK_BACKEND=gpu BOOK_LANE=1
 nvidia-smi -L 2>/dev/null
 python3 -c "import sys, cupy, numpy; print('python', sys.version.split()[0], 'cupy', cupy.__version__, 'numpy', numpy.__version__, 'CUDA runtime', cupy.cuda.runtime.runtimeGetVersion(), 'driver', cupy.cuda.runtime.driverGetVersion())"
 rc=0
