@@ -536,7 +536,7 @@ def test_lesson_glues_the_reference_beside_each_value(monkeypatch,
 
 def test_the_default_device_is_a_file_the_command_sets(monkeypatch,
                                                       tmp_path, capsys):
-    """``book/reference/default-device`` names the reference the lessons
+    """``book/reference/devices`` names the reference the lessons
     show; ``default SLUG`` changes it, refusing a device with no stored
     reference, and ``status`` says which it is."""
     monkeypatch.setattr(R.store, "REFERENCE_DIR", tmp_path)

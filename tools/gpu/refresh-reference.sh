@@ -11,9 +11,9 @@
 # benchmarks/fidelity-gpu-<slug>.json, the slug of the device that ran it
 # (run.json's device, as the import names it; --device SLUG if given),
 # one file a device: never over another device's file, never a run on the
-# CPU device model. The lessons keep showing the reference named in
-# book/reference/default-device until `python -m src.reference default
-# SLUG` (from book/) names another.
+# CPU device model. The lessons show the references listed in
+# book/reference/devices, in order: `python -m src.reference default SLUG`
+# (from book/) puts a device first once its capture is complete.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
 OUT=${OUT:-.gpu/out}
@@ -47,7 +47,7 @@ if [ -f "$OUT/fidelity-gpu.json" ]; then
   echo "model's profile with one solved from that run:"
   echo "  python benchmarks/calibrate.py $rel"
 fi
-default=$("$python" -m src.reference default)
-echo "the lessons show the reference in book/reference/default-device ($default);"
-echo "to show another one: (cd book && python -m src.reference default SLUG),"
+echo "the lessons show the references in book/reference/devices, in order:"
+sed 's/^/  /' "$root/book/reference/devices"
+echo "to put a device first: (cd book && python -m src.reference default SLUG),"
 echo "then execute the lessons again: python tools/execute.py"

@@ -3,7 +3,7 @@
 Where the book and its references are (`BOOK`, `REFERENCE_DIR`: the rest
 of the package reads them from here when it runs, so a test points them
 elsewhere here), which device is the book's reference (`default_device`,
-from ``book/reference/default-device``), how a notebook's glued values are
+from ``book/reference/devices``), how a notebook's glued values are
 read back, and whether a reference value is current, stale, not captured
 or excluded.
 """
