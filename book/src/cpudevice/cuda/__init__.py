@@ -10,9 +10,10 @@ from .memory_async import MemoryAsync, MemoryAsyncPool, malloc_async
 from .memory_hook import MemoryHook
 from .pinned_memory import (PinnedMemory, PinnedMemoryPointer,
                             PinnedMemoryPool, alloc_pinned_memory)
-from .stream import (Event, Stream, get_current_stream, get_elapsed_time)
+from .stream import (Event, ExternalStream, Stream, get_current_stream,
+                     get_elapsed_time)
 
-__all__ = ["Device", "Event", "ManagedMemory", "Memory", "MemoryAsync",
+__all__ = ["Device", "Event", "ExternalStream", "ManagedMemory", "Memory", "MemoryAsync",
            "MemoryAsyncPool", "MemoryHook", "MemoryPointer", "MemoryPool",
            "OutOfMemoryError", "PinnedMemory", "PinnedMemoryPointer",
            "PinnedMemoryPool", "Stream", "alloc", "alloc_pinned_memory",

@@ -36,7 +36,7 @@ from . import memory, runtime
 from .allocator import _Raw
 from .device import _state
 from .memory import MemoryPointer, _Device_Memory
-from .memory_async import _queue_of_ptr
+from .stream import _queue_of_handle
 
 PAGE = 2 << 20                      # modelled migration unit: 2 MiB
 
@@ -185,7 +185,7 @@ def memPrefetchAsync(devPtr, count, dstDevice, stream):
     ``dstDevice`` or to the host (``cudaCpuDeviceId``)."""
     if dstDevice != runtime.cudaCpuDeviceId:
         runtime._check(dstDevice)
-    q = _queue_of_ptr(stream)
+    q = _queue_of_handle(stream)
     with _lock:
         r = _range_of(devPtr)
         moved = r.prefetch(devPtr - r.ptr, count,
