@@ -5,7 +5,8 @@ from .allocator import (Memory, alloc, get_allocator, set_allocator,
                         using_allocator)
 from .device import Device, get_device_id
 from .managed import ManagedMemory, malloc_managed
-from .memory import MemoryPointer, MemoryPool, OutOfMemoryError
+from .memory import (BaseMemory, MemoryPointer, MemoryPool, OutOfMemoryError,
+                     UnownedMemory)
 from .memory_async import MemoryAsync, MemoryAsyncPool, malloc_async
 from .memory_hook import MemoryHook
 from .pinned_memory import (PinnedMemory, PinnedMemoryPointer,
@@ -13,10 +14,11 @@ from .pinned_memory import (PinnedMemory, PinnedMemoryPointer,
 from .stream import (Event, ExternalStream, Stream, get_current_stream,
                      get_elapsed_time)
 
-__all__ = ["Device", "Event", "ExternalStream", "ManagedMemory", "Memory", "MemoryAsync",
-           "MemoryAsyncPool", "MemoryHook", "MemoryPointer", "MemoryPool",
-           "OutOfMemoryError", "PinnedMemory", "PinnedMemoryPointer",
-           "PinnedMemoryPool", "Stream", "alloc", "alloc_pinned_memory",
+__all__ = ["BaseMemory", "Device", "Event", "ExternalStream",
+           "ManagedMemory", "Memory", "MemoryAsync", "MemoryAsyncPool",
+           "MemoryHook", "MemoryPointer", "MemoryPool", "OutOfMemoryError",
+           "PinnedMemory", "PinnedMemoryPointer", "PinnedMemoryPool",
+           "Stream", "UnownedMemory", "alloc", "alloc_pinned_memory",
            "get_allocator", "get_current_stream", "get_device_id",
            "get_elapsed_time", "graph", "malloc_async", "malloc_managed",
            "memory", "memory_hook", "pinned_memory", "runtime",
