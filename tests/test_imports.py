@@ -38,9 +38,9 @@ LAYERS = [
                  "cuda.pinned_memory", "cuda.graph", "cuda.stream",
                  "cuda.memory", "cuda.allocator", "cuda.memory_async",
                  "cuda.managed", "cuda"]),
-    ("arrays", ["_csemantics", "_csyntax", "_ccompile", "_ctranslate",
-                "_core", "_copies", "_ndarray", "_creation", "_cub", "_routines",
-                "_kernel", "random"]),
+    ("arrays", ["_util", "_csemantics", "_csyntax", "_ccompile",
+                "_ctranslate", "_core", "_copies", "_ndarray", "_interop",
+                "_creation", "_cub", "_routines", "_kernel", "random"]),
     ("cupyx", ["cupyx.profiler", "cupyx"]),
     ("namespace", [""]),
 ]
