@@ -17,7 +17,7 @@ from ._creation import (asarray, asnumpy, array, ascontiguousarray,  # noqa
                         empty, zeros, ones, full, empty_like, zeros_like,
                         ones_like, full_like, arange, linspace,
                         get_array_module)
-from ._interop import from_dlpack, fromDlpack  # noqa: F401
+from ._dlpack import from_dlpack, fromDlpack  # noqa: F401
 from ._routines import dot, matmul, _make_ufunc  # noqa: F401
 from . import _util  # noqa: F401  (CuPy's settings from the environment)
 from ._core import _in_fused_body

@@ -12,7 +12,7 @@ from .cuda.stream import _queue_of
 from ._core import _launch, _normalize_shape
 from ._ndarray import _empty, ndarray
 from ._copies import _h2d
-from ._interop import as_cupy_like
+from ._cai import as_cupy_like
 
 
 # -- creation -----------------------------------------------------------------
@@ -110,7 +110,7 @@ def array(obj, dtype=None, copy=True, order="K", subok=False, ndmin=0, *,
     """A device array of ``obj``: a copy unless ``copy`` is false and ``obj``
     is a device array already. An object with ``__cuda_array_interface__``
     (or ``__cupy_get_ndarray__``) is first viewed as one (zero copy, after
-    its stream has been synchronized: `_interop`)."""
+    its stream has been synchronized: `_cai`)."""
     if not isinstance(obj, (ndarray, numpy.ndarray)):
         converted = as_cupy_like(obj)
         if converted is not None:

@@ -34,9 +34,10 @@ from .. import _hardware
 from .._hardware import api
 from . import memory, runtime
 from .allocator import _Raw
+from .base_memory import memoryTypeManaged
 from .device import _state
 from .memory import MemoryPointer, _Device_Memory
-from .stream import _queue_of_handle
+from .handles import _queue_of_handle
 
 PAGE = 2 << 20                      # modelled migration unit: 2 MiB
 
@@ -67,7 +68,7 @@ class _Range:
 
     def __init__(self, size, device_id):
         self.mem = _Device_Memory(size, device_id)
-        self.mem.type = memory.memoryTypeManaged
+        self.mem.type = memoryTypeManaged
         self.size, self.ptr, self.device_id = size, self.mem.ptr, device_id
         n = -(-size // PAGE)
         self.on_device = numpy.zeros(n, bool)

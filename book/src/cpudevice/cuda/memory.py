@@ -6,29 +6,20 @@ the arena of the stream they were allocated on and are reused (best fit,
 split and merged) by later allocations on that stream; when the device or
 the limit is exhausted the pool frees its cached blocks, collects garbage
 and retries before raising ``OutOfMemoryError``. Device memory is real
-memory: each block is a NumPy byte buffer.
-
-Every allocation taken from a device is registered by its address, so that
-``runtime.pointerGetAttributes`` can say what a raw pointer is (device,
-managed, pinned host or unregistered memory) and `UnownedMemory` (memory
-CuPy does not own, handed over by another library) can view the bytes of
-the allocation a pointer lies in: zero copy, as on a GPU.
+memory: each block is a NumPy byte buffer (`base_memory._Device_Memory`).
 """
 import bisect
-import ctypes
 import gc
 import operator
 import threading
-import weakref
-
-import numpy
 
 from . import runtime
 from .._hardware import api
+from .base_memory import (  # noqa: F401  (cupy.cuda.memory's names)
+    BaseMemory, UnownedMemory, _Device_Memory)
 from .device import Device, _state
 from .memory_hook import _hooks
 from .memory_hook import _tls as _hook_tls
-from .pinned_memory import _pinned_range
 from .stream import _current_stream_ptr
 
 _UNIT = 512
@@ -55,165 +46,6 @@ class OutOfMemoryError(MemoryError):
 
     def __reduce__(self):
         return (type(self), (self._size, self._total, self._limit))
-
-
-_ALIGN = 256          # cudaMalloc returns 256-byte aligned addresses
-
-
-# cudaPointerGetAttributes' memory types (cupy.cuda.runtime's names)
-memoryTypeUnregistered, memoryTypeHost, memoryTypeDevice, \
-    memoryTypeManaged = 0, 1, 2, 3
-
-# Each live allocation taken from a device, by its address (a cudaMalloc's,
-# a managed one's, a stream-ordered pool's), for `pointerGetAttributes`.
-_allocations = weakref.WeakValueDictionary()
-
-
-class _Device_Memory:
-    """One allocation taken from the device: a real byte buffer. ``type``
-    is its memory type (`memoryTypeManaged` for managed memory)."""
-
-    __slots__ = ("buf", "size", "ptr", "device_id", "type", "__weakref__")
-
-    def __init__(self, size, device_id):
-        raw = numpy.empty(size + _ALIGN - 1, numpy.uint8)
-        start = -raw.ctypes.data % _ALIGN
-        self.buf = raw[start:start + size]
-        self.size = size
-        self.ptr = self.buf.ctypes.data
-        self.device_id = device_id
-        self.type = memoryTypeDevice
-        if size:
-            _allocations[self.ptr] = self
-
-
-def _allocation_of(ptr):
-    """The live device allocation (`_Device_Memory`) that address ``ptr``
-    lies in, or None."""
-    for dm in list(_allocations.values()):
-        if dm.ptr <= ptr < dm.ptr + dm.size:
-            return dm
-    return None
-
-
-class PointerAttributes:
-    """What cudaPointerGetAttributes says of a pointer (``type``: a
-    ``memoryType*`` value)."""
-
-    def __init__(self, device, devicePointer, hostPointer, type=-1):
-        self.type = type
-        self.device = device
-        self.devicePointer = devicePointer
-        self.hostPointer = hostPointer
-
-
-def pointerGetAttributes(ptr):
-    """The attributes of address ``ptr``: the device an allocation of the
-    model's devices lies on (type device or managed), pinned host memory
-    (type host, device: the current one), or anything else: unregistered
-    memory, device ``cudaInvalidDeviceId`` (-2), as CUDA 11+ answers for
-    host memory it does not know."""
-    dm = _allocation_of(ptr)
-    if dm is not None:
-        host = ptr if dm.type == memoryTypeManaged else 0
-        return PointerAttributes(dm.device_id, ptr, host, dm.type)
-    if _pinned_range(ptr, 1):
-        return PointerAttributes(runtime.getDevice(), ptr, ptr,
-                                 memoryTypeHost)
-    return PointerAttributes(runtime.cudaInvalidDeviceId, 0, ptr,
-                             memoryTypeUnregistered)
-
-
-def pointerGetMemoryType(ptr):
-    """``pointerGetAttributes(ptr).type``."""
-    return pointerGetAttributes(ptr).type
-
-
-class BaseMemory:
-    """Memory on a (virtual) device: ``ptr``, ``size``, ``device_id``.
-    The base of every memory class, as in CuPy."""
-
-    __slots__ = ()
-
-    def __int__(self):
-        """The pointer to the head of the allocation."""
-        return self.ptr
-
-    @property
-    def device(self):
-        return Device(self.device_id)
-
-
-class _Region:
-    """The bytes ``[ptr, ptr + size)`` of memory the model did not allocate
-    for this object (what `UnownedMemory` views), as a buffer of its own."""
-
-    __slots__ = ("buf", "size", "ptr")
-
-    def __init__(self, ptr, size):
-        self.ptr, self.size = ptr, size
-        self.buf = _view_of(ptr, size)
-
-
-def _view_of(ptr, size):
-    """The bytes at ``[ptr, ptr + size)`` as a NumPy array: a slice of the
-    device allocation ``ptr`` lies in (up to its end at the most: an array
-    that needs more is refused when it is made), or of pinned host memory.
-    Memory of neither kind cannot be reached (on a GPU a kernel reading it
-    fails with an illegal address): CUDARuntimeError."""
-    if size == 0:
-        return numpy.empty(0, numpy.uint8)
-    dm = _allocation_of(ptr)
-    if dm is not None:             # to the allocation's end at the most
-        return dm.buf[ptr - dm.ptr:ptr - dm.ptr + size]
-    if _pinned_range(ptr, size):
-        return numpy.ctypeslib.as_array(
-            (ctypes.c_ubyte * size).from_address(ptr))
-    raise runtime._error(
-        runtime.errorInvalidValue,
-        f"[0x{ptr:x}, +{size}) is not inside memory of the CPU device "
-        "model's devices (nor pinned host memory), so the model cannot "
-        "reach it; hand over a pointer into an allocation of the model")
-
-
-class UnownedMemory(BaseMemory):
-    """Device memory that CuPy does not own (another library's): the
-    ``owner`` object is kept to keep the memory alive.
-
-    Args: ``ptr`` (the address), ``size`` (bytes), ``owner``, and
-    ``device_id``: the device of the memory; -1 (default) asks the pointer's
-    attributes (`pointerGetAttributes`), which a null pointer cannot
-    answer (RuntimeError, as CuPy's). An array over it views the same
-    bytes as the owner: nothing is copied.
-    """
-
-    __slots__ = ("size", "device_id", "ptr", "chunk", "_owner",
-                 "__weakref__")
-
-    def __init__(self, ptr, size, owner, device_id=-1):
-        ptr, size = operator.index(ptr), operator.index(size)
-        if size < 0:
-            raise OverflowError("can't convert negative value to size_t")
-        if device_id < 0:
-            if ptr == 0:
-                raise RuntimeError('UnownedMemory requires explicit'
-                                   ' device ID for a null pointer.')
-            device_id = pointerGetAttributes(ptr).device
-            if device_id == runtime.cudaCpuDeviceId:
-                device_id = runtime.getDevice()
-        self.size = size
-        self.device_id = device_id
-        self.ptr = ptr
-        self._owner = owner
-        self.chunk = None           # its bytes, when an array views them
-
-    def _chunk(self):
-        """Its bytes (`_view_of`), found when first viewed."""
-        chunk = self.chunk
-        if chunk is None:
-            chunk = self.chunk = _Chunk(_Region(self.ptr, self.size), 0,
-                                        self.size, None)
-        return chunk
 
 
 class _Owned:
@@ -372,7 +204,7 @@ class MemoryPointer:
         """The bytes of the block as a NumPy array (model-internal)."""
         chunk = self.mem.chunk
         if chunk is None:                   # an UnownedMemory not viewed yet
-            chunk = self.mem._chunk()
+            chunk = self.mem.view()
         off = self.ptr - chunk.mem.ptr
         return chunk.mem.buf[off:chunk.offset + chunk.size]
 
@@ -598,9 +430,3 @@ def get_default_memory_pool():
 def alloc(size):
     """Allocate ``size`` bytes of device memory from the default pool."""
     return _default_pool.malloc(size)
-
-
-for _name in ("pointerGetAttributes", "pointerGetMemoryType",
-              "PointerAttributes", "memoryTypeUnregistered", "memoryTypeHost",
-              "memoryTypeDevice", "memoryTypeManaged"):
-    setattr(runtime, _name, globals()[_name])

@@ -34,7 +34,8 @@ from .allocator import _Raw
 from .device import _state
 from .memory import MemoryPointer, OutOfMemoryError, _Device_Memory
 from .memory import _limit_bytes, _round_size
-from .stream import _queue_of, _queue_of_handle, get_current_stream
+from .handles import _queue_of_handle
+from .stream import _queue_of, get_current_stream
 
 UINT64_MAX = 2 ** 64 - 1
 _HANDLE = 0x7E000000                # the default pool's handle: + device id
