@@ -111,9 +111,9 @@ def _sweep():
     """Let go of each exported capsule that nothing but `_exported` holds
     (the reference from the dict's entry and getrefcount's argument)."""
     with _lock:
-        for key, entry in list(_exported.items()):
-            if sys.getrefcount(entry[0]) <= 2:
-                del _exported[key]
+        dropped = [_exported.pop(key) for key, entry in list(_exported.items())
+                   if sys.getrefcount(entry[0]) <= 2]
+    del dropped                     # their arrays are freed outside the lock
 
 
 def _dtype_code(dtype):

@@ -11,6 +11,7 @@ module sets ``pointerGetAttributes`` and its names into `runtime`.
 """
 import ctypes
 import operator
+import threading
 import weakref
 
 import numpy
@@ -28,7 +29,10 @@ memoryTypeUnregistered, memoryTypeHost, memoryTypeDevice, \
 
 # Each live allocation taken from a device, by its address (a cudaMalloc's,
 # a managed one's, a stream-ordered pool's), for `pointerGetAttributes`.
+# Host threads add to it at once: the lock keeps a reader's walk whole (an
+# entry that dies meanwhile is dropped after the walk, by the dictionary).
 _allocations = weakref.WeakValueDictionary()
+_allocations_lock = threading.Lock()
 
 
 class _Device_Memory:
@@ -46,13 +50,16 @@ class _Device_Memory:
         self.device_id = device_id
         self.type = memoryTypeDevice
         if size:
-            _allocations[self.ptr] = self
+            with _allocations_lock:
+                _allocations[self.ptr] = self
 
 
 def _allocation_of(ptr):
     """The live device allocation (`_Device_Memory`) that address ``ptr``
     lies in, or None."""
-    for dm in list(_allocations.values()):
+    with _allocations_lock:
+        live = list(_allocations.values())
+    for dm in live:
         if dm.ptr <= ptr < dm.ptr + dm.size:
             return dm
     return None
