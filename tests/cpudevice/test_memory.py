@@ -2,6 +2,7 @@
 rounds, caches and limits like CuPy's, hooks see CuPy's keywords, and
 finished work keeps no buffer alive."""
 import ctypes
+import gc
 import weakref
 
 import numpy
@@ -197,6 +198,23 @@ def test_pointer_attributes_say_what_a_pointer_is():
     attrs = rt.pointerGetAttributes(host.ctypes.data)
     assert (attrs.device, attrs.type) == (rt.cudaInvalidDeviceId,
                                           rt.memoryTypeUnregistered)
+
+
+def test_a_block_freed_in_a_cycle_of_garbage_stays_known():
+    """The garbage collector frees an array in a reference cycle; its pool
+    block's finalizer gives the block back to the pool, alive. Handed out
+    again, the block is still device memory to pointerGetAttributes."""
+    x = cp.empty(4096, cp.uint8)
+    ptr = x.data.ptr
+    cycle = [x]
+    cycle.append(cycle)
+    del x, cycle
+    gc.collect()
+    y = cp.empty(4096, cp.uint8)
+    assert y.data.ptr == ptr                # the same block, reused
+    attrs = cp.cuda.runtime.pointerGetAttributes(ptr)
+    assert attrs.type == cp.cuda.runtime.memoryTypeDevice
+    assert cp.cuda.UnownedMemory(ptr, 4096, y).device_id == 0
 
 
 @pytest.mark.parametrize("allocate", ["pool", "cudaMalloc", "managed",

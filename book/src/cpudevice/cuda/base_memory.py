@@ -11,7 +11,6 @@ module sets ``pointerGetAttributes`` and its names into `runtime`.
 """
 import ctypes
 import operator
-import threading
 import weakref
 
 import numpy
@@ -27,42 +26,60 @@ _ALIGN = 256          # cudaMalloc returns 256-byte aligned addresses
 memoryTypeUnregistered, memoryTypeHost, memoryTypeDevice, \
     memoryTypeManaged = 0, 1, 2, 3
 
-# Each live allocation taken from a device, by its address (a cudaMalloc's,
-# a managed one's, a stream-ordered pool's), for `pointerGetAttributes`.
-# Host threads add to it at once: the lock keeps a reader's walk whole (an
-# entry that dies meanwhile is dropped after the walk, by the dictionary).
-_allocations = weakref.WeakValueDictionary()
-_allocations_lock = threading.Lock()
+# Each live allocation taken from a device (a cudaMalloc's, a managed one's,
+# a stream-ordered pool's), by its address: a weak reference to its bytes,
+# with what `pointerGetAttributes` says of them. The reference is to the
+# NumPy buffer, which the garbage collector does not track, so it is
+# cleared only when the bytes are really freed. (One to the `_Device_Memory`
+# would be cleared when a pool's block in a cycle of garbage is collected,
+# although the block's finalizer gives it back to the pool, alive.) Adding,
+# copying and the removal of a dead entry are each one step under the GIL:
+# no lock (README.md, Locks).
+_allocations = {}
+
+
+class _Allocation(weakref.ref):
+    """A weak reference to an allocation's bytes, and their attributes."""
+
+    __slots__ = ("ptr", "size", "device_id", "type")
+
+
+def _forget(ref):
+    """``ref``'s bytes are freed: drop its entry (a new allocation at the
+    same address cannot exist before the old one's bytes are freed)."""
+    if _allocations.get(ref.ptr) is ref:
+        _allocations.pop(ref.ptr, None)
 
 
 class _Device_Memory:
-    """One allocation taken from the device: a real byte buffer. ``type``
-    is its memory type (`memoryTypeManaged` for managed memory)."""
+    """One allocation taken from the device: a real byte buffer of memory
+    type ``type`` (`memoryTypeManaged` for managed memory)."""
 
-    __slots__ = ("buf", "size", "ptr", "device_id", "type", "__weakref__")
+    __slots__ = ("buf", "size", "ptr", "device_id")
 
-    def __init__(self, size, device_id):
+    def __init__(self, size, device_id, type=memoryTypeDevice):
         raw = numpy.empty(size + _ALIGN - 1, numpy.uint8)
         start = -raw.ctypes.data % _ALIGN
         self.buf = raw[start:start + size]
         self.size = size
         self.ptr = self.buf.ctypes.data
         self.device_id = device_id
-        self.type = memoryTypeDevice
         if size:
-            with _allocations_lock:
-                _allocations[self.ptr] = self
+            ref = _Allocation(self.buf, _forget)
+            ref.ptr, ref.size, ref.device_id, ref.type = (
+                self.ptr, size, device_id, type)
+            _allocations[self.ptr] = ref
 
 
 def _allocation_of(ptr):
-    """The live device allocation (`_Device_Memory`) that address ``ptr``
-    lies in, or None."""
-    with _allocations_lock:
-        live = list(_allocations.values())
-    for dm in live:
-        if dm.ptr <= ptr < dm.ptr + dm.size:
-            return dm
-    return None
+    """``(entry, its bytes)`` of the live allocation that address ``ptr``
+    lies in, or ``(None, None)``."""
+    for ref in _allocations.copy().values():
+        if ref.ptr <= ptr < ref.ptr + ref.size:
+            buf = ref()
+            if buf is not None:
+                return ref, buf
+    return None, None
 
 
 class PointerAttributes:
@@ -82,7 +99,7 @@ def pointerGetAttributes(ptr):
     (type host, device: the current one), or anything else: unregistered
     memory, device ``cudaInvalidDeviceId`` (-2), as CUDA 11+ answers for
     host memory it does not know."""
-    dm = _allocation_of(ptr)
+    dm, _ = _allocation_of(ptr)
     if dm is not None:
         host = ptr if dm.type == memoryTypeManaged else 0
         return PointerAttributes(dm.device_id, ptr, host, dm.type)
@@ -139,9 +156,9 @@ def _view_of(ptr, size):
     fails with an illegal address): CUDARuntimeError."""
     if size == 0:
         return numpy.empty(0, numpy.uint8)
-    dm = _allocation_of(ptr)
+    dm, buf = _allocation_of(ptr)
     if dm is not None:             # to the allocation's end at the most
-        return dm.buf[ptr - dm.ptr:ptr - dm.ptr + size]
+        return buf[ptr - dm.ptr:ptr - dm.ptr + size]
     if _pinned_range(ptr, size):
         return numpy.ctypeslib.as_array(
             (ctypes.c_ubyte * size).from_address(ptr))

@@ -67,8 +67,7 @@ class _Range:
     """One managed allocation: its buffer and where each page lives."""
 
     def __init__(self, size, device_id):
-        self.mem = _Device_Memory(size, device_id)
-        self.mem.type = memoryTypeManaged
+        self.mem = _Device_Memory(size, device_id, memoryTypeManaged)
         self.size, self.ptr, self.device_id = size, self.mem.ptr, device_id
         n = -(-size // PAGE)
         self.on_device = numpy.zeros(n, bool)
