@@ -39,10 +39,10 @@ from . import _profile
 from ._clock import (_running, api, clock, globaltimer_ns,  # noqa: F401
                      host_lag, host_now, host_sleep, host_wait_until,
                      sleep_until)
+from ._fork import check_not_forked
 from ._profile import (CAPACITY, DEFAULT_PROFILE, N_DEVICES,  # noqa: F401
                        Profile, _config, _parse_bytes, set_profile)
-from ._queue import (COPY, HOST, KERNEL, MARK, Capture, Item,
-                     check_not_forked,  # noqa: F401
+from ._queue import (COPY, HOST, KERNEL, MARK, Capture, Item,  # noqa: F401
                      Queue, WorkerError, _all_queues)
 
 

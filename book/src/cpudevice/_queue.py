@@ -16,38 +16,13 @@ from collections import deque
 
 import numpy
 
-from . import _errors, _profile
+from . import _errors, _fork, _profile
 from ._clock import _host, _running, clock, host_now, host_wait_until
 
 # -- queues and their workers -------------------------------------------------
 _IDLE_S = 1.0          # a worker with nothing to do for this long exits
 _LAUNCH_BLOCKING = os.environ.get("CUDA_LAUNCH_BLOCKING", "0") == "1"
 _all_queues = weakref.WeakSet()
-_forked = False        # a child forked after the runtime had started
-
-
-def _after_fork_in_child():
-    """CUDA cannot be used in a child forked from a process whose runtime
-    had started (its contexts and the model's worker threads do not
-    survive the fork): from then on every call fails, as CUDA's do."""
-    global _forked
-    if _all_queues:
-        _forked = True
-
-
-if hasattr(os, "register_at_fork"):
-    os.register_at_fork(after_in_child=_after_fork_in_child)
-
-
-def check_not_forked():
-    """Raise CUDA's error in a child forked after the runtime started."""
-    if _forked:
-        raise _errors._error(
-            _errors.errorInitializationError,
-            "this process was forked from one whose CUDA runtime had "
-            "started, and CUDA cannot be used in a forked child: start "
-            "worker processes with multiprocessing's 'spawn' (or "
-            "'forkserver') method")
 
 KERNEL, COPY, HOST, MARK = "kernel", "copy", "host", "mark"
 
@@ -149,6 +124,7 @@ class Queue:
         if blocking and not legacy:
             dev.blocking_queues.add(self)
         _all_queues.add(self)
+        _fork.started = True        # the runtime has started
 
     # -- host side ---------------------------------------------------------
     def submit(self, fn, engine=None, deps=(), cost=None, kind=None,
@@ -161,7 +137,7 @@ class Queue:
         duration of ``fn`` count as well (an operation that waits on the
         host). ``issued`` is when the device gets it, if later than now
         (after the host has staged its data, say)."""
-        check_not_forked()
+        _fork.check_not_forked()
         if kind is None:
             kind = (MARK if engine is None else
                     KERNEL if engine is self.dev.compute else COPY)
@@ -300,7 +276,7 @@ class Queue:
         view of the device clock has passed its modelled end (`_clock`: the
         wait costs the view what the model says it lasts); raise a failure
         of the queue's work."""
-        check_not_forked()
+        _fork.check_not_forked()
         self.check_not_capturing()
         since = host_now()
         if item is None:
