@@ -33,7 +33,8 @@ MODEL = "src.cpudevice"
 # The CPU device model's layers, bottom first; in each, a module imports only
 # those before it (names below `MODEL`; "" is the package's ``__init__``).
 LAYERS = [
-    ("hardware", ["_profile", "_errors", "_clock", "_queue", "_hardware"]),
+    ("hardware", ["_profile", "_errors", "_fork", "_clock", "_queue",
+                  "_hardware"]),
     ("runtime", ["cuda.runtime", "cuda.device", "cuda.memory_hook",
                  "cuda.pinned_memory", "cuda.base_memory", "cuda.graph",
                  "cuda.stream", "cuda.handles", "cuda.memory",
