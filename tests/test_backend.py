@@ -86,10 +86,11 @@ def test_the_backends_page_quotes_the_default_profile_as_it_is():
         "module": f"loads its module ({host['module_load_ms']:g} ms)",
         "issue": f"a launch {host['issue_us']['launch']:g} µs, a "
                  f"reduction's launch {host['issue_us']['reduction']:g}, "
-                 f"a copy "
+                 f"a graph's launch {host['issue_us']['graph']:g}, a copy "
                  f"{host['issue_us']['copy']:g}, an event "
                  f"{host['issue_us']['event']:g}, a call that queues "
                  f"nothing {host['issue_us']['call']:g}",
+        "sync": f"(`sync_us`, {host['sync_us']:g} µs:",
         "name": f"`CPU device model ({data['name']} profile)`",
     }
     missing = {what: text for what, text in quoted.items()

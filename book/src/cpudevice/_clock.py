@@ -101,7 +101,7 @@ def host_lag():
 
 def api(kind):
     """Decorate an entry point of the model's API: a call of ``kind``
-    ("launch", "reduction", "copy", "event", "call") costs the calling
+    ("launch", "reduction", "graph", "copy", "event", "call") costs the calling
     thread's view of the device clock the profile's issue time for that
     kind, plus what it waits for on the device, not the model's real time;
     calls made inside it are part of it."""

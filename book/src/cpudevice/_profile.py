@@ -68,11 +68,17 @@ class Profile:
                       if isinstance(us, (int, float))}
         # a profile that does not time a reduction's launch apart: a launch
         self.issue.setdefault("reduction", self.issue.get("launch", 0.0))
+        self.issue.setdefault("graph", self.issue.get("launch", 0.0))
+        # what an explicit synchronize costs the host beyond the wait
+        self.sync_s = host.get("sync_us", 0.0) * 1e-6
         self.launch_s = kern["launch_us"] * 1e-6
         self.memory_bps = kern["memory_gbps"] * 1e9
         self.flops = kern["flops_tflops"] * 1e12
         self.graph_launch_s = kern.get("graph_launch_us",
                                        kern["launch_us"]) * 1e-6
+        # a kernel node's latency inside a replayed graph
+        self.graph_node_s = kern.get("graph_node_us",
+                                     kern["launch_us"]) * 1e-6
         self.copy_latency_s = copy["latency_us"] * 1e-6
         self.h2d_bps = copy["h2d_pinned_gbps"] * 1e9
         self.d2h_bps = copy["d2h_pinned_gbps"] * 1e9
@@ -99,6 +105,8 @@ class Profile:
         kern["launch_us"] *= time
         kern["graph_launch_us"] = kern.get("graph_launch_us",
                                            kern["launch_us"] / time) * time
+        kern["graph_node_us"] = kern.get("graph_node_us",
+                                         kern["launch_us"] / time) * time
         kern["memory_gbps"] /= time
         kern["flops_tflops"] /= time
         copy["latency_us"] *= time / copies

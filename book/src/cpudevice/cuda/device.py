@@ -73,6 +73,7 @@ class Device:
 
     def synchronize(self):
         _state(self.id).synchronize()
+        _hardware.host_sleep(_hardware.profile.sync_s)   # the round trip
 
     @property
     def compute_capability(self):

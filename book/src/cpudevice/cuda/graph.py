@@ -8,8 +8,9 @@ class Graph:
 
     ``launch`` queues the whole recording as one item, so replaying it costs
     one launch, however many kernels it holds: on the device clock, the
-    graph's launch latency, then each node's latency and work in turn. It
-    replays on the buffers it was recorded with.
+    graph's launch latency, then each node's latency (a kernel node's is
+    the profile's ``graph_node_us``, less than a launch's) and work in
+    turn. It replays on the buffers it was recorded with.
     """
 
     def __init__(self, *args, **kwargs):
@@ -30,11 +31,13 @@ class Graph:
         for node in self._nodes:
             node.fn()
 
-    @api("launch")
+    @api("graph")
     def launch(self, stream=None):
         """Queue one replay of the graph on ``stream`` (default: current)."""
         q = self._queue_of(stream)
-        work = sum(n.latency + n.work for n in self._nodes)
+        node_s = _hardware.profile.graph_node_s     # a kernel node's
+        work = sum((node_s if n.kind == "kernel" else n.latency) + n.work
+                   for n in self._nodes)
         q.submit(self._replay, q.dev.compute,
                  cost=(_hardware.profile.graph_launch_s, work),
                  real=any(n.real for n in self._nodes))

@@ -23,10 +23,9 @@ from .graph import Graph
 _ptrs = itertools.count(0x1000)
 _Queue = _hardware.Queue
 
-# CuPy reads this once, at import: with it, the default stream of every
-# thread is its per-thread default stream (``Stream.ptds``), not the legacy
-# null stream, and work for a current stream that is ``Stream.null`` goes to
-# the per-thread stream too (cupy_backends/cuda/stream.pyx).
+# CuPy reads this once, at import: with it, every thread's default stream,
+# and its work for ``Stream.null``, is its per-thread stream (``Stream.ptds``;
+# cupy_backends/cuda/stream.pyx).
 _PTDS = bool(int(os.environ.get("CUPY_CUDA_PER_THREAD_DEFAULT_STREAM",
                                 "0")) != 0)
 
@@ -183,10 +182,10 @@ class _BaseStream:
         """Block the host until all work queued on this stream has run."""
         q = _queue_of(self)
         if _legacy_while_capturing(q, "a synchronize"):
-            raise runtime._error(
-                runtime.errorStreamCaptureImplicit,
+            raise runtime._error(runtime.errorStreamCaptureImplicit,
                 "a blocking stream is capturing; end the capture first")
         q.host_wait(q.last)
+        _hardware.host_sleep(_hardware.profile.sync_s)   # the round trip
 
     @api("event")
     def record(self, event=None):
@@ -425,6 +424,7 @@ class Event:
         rec = self._rec
         if rec is not None:
             rec[0].host_wait(rec[1])
+        _hardware.host_sleep(_hardware.profile.sync_s)   # the round trip
 
 
 def get_elapsed_time(start_event, end_event):
