@@ -169,6 +169,19 @@ CELLS_JS = """() => {
   }));
 }"""
 
+#: ``[source, shown]`` of each cell that shows glued prose: the book's
+#: source (the cell above) and the Markdown it shows.
+SHOWN_JS = """() => {
+  const nb = window.jupyterapp.shell.currentWidget.content;
+  return nb.widgets.flatMap((c, i) => (c.model.getMetadata('tags') || [])
+      .includes('jupyterlab-prose') ? [[
+        nb.widgets[i - 1].model.sharedModel.getSource(),
+        Array.from({length: c.model.outputs.length},
+                   (_, k) => c.model.outputs.get(k).toJSON())
+          .map(o => [].concat((o.data || {})['text/markdown'] || [])
+                      .join('')).join('\\n')]] : []);
+}"""
+
 #: What the reader sees of the prose: rendered markdown, outputs and the
 #: bars of collapsed cells (hidden elements have no innerText).
 PROSE_JS = """() => {
@@ -261,7 +274,9 @@ def test_a_lesson_runs_and_reads_in_jupyterlab(lab, browser, name):
         assert not errors, f"{name}: unexpected errors {errors}"
         prose = page.evaluate(PROSE_JS)
         raw_myst(prose, name)
-        assert LATER not in prose, f"{name}: a number left unfilled"
+        for source, shown in page.evaluate(SHOWN_JS):
+            assert shown.count(LATER) == source.count(LATER), (
+                f"{name}: a number left unfilled: {shown[:2000]}")
         shown = [c for c in cells if "jupyterlab-prose" in c["tags"]]
         assert shown, f"{name}: no cell shows its glued prose"
     finally:
