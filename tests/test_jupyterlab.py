@@ -155,6 +155,10 @@ def browser(lab):
         chromium.close()
 
 
+#: The status of the open notebook's kernel.
+KERNEL_JS = ("window.jupyterapp?.shell.currentWidget?.sessionContext"
+             "?.session?.kernel?.status")
+
 #: The open notebook's cells, as JupyterLab's model has them.
 CELLS_JS = """() => {
   const nb = window.jupyterapp.shell.currentWidget.content;
@@ -197,14 +201,11 @@ PROSE_JS = """() => {
 def run_all(page, url, token, name):
     """Open lesson ``name``, run all its cells, and return the seconds
     Run All took and the cells when it ended."""
-    page.goto(f"{url}/lab/tree/{name}.ipynb?token={token}")
-    page.wait_for_function(
-        "() => window.jupyterapp && window.jupyterapp.shell.currentWidget"
-        " && window.jupyterapp.shell.currentWidget.sessionContext"
-        " && window.jupyterapp.shell.currentWidget.sessionContext.session"
-        " && window.jupyterapp.shell.currentWidget.sessionContext.session"
-        ".kernel && window.jupyterapp.shell.currentWidget.sessionContext"
-        ".session.kernel.status === 'idle'", timeout=120_000)
+    # a workspace of its own, reset: no tab (and kernel) of another lesson
+    page.goto(f"{url}/lab/workspaces/{name}/tree/{name}.ipynb"
+              f"?reset&token={token}")
+    page.wait_for_function(f"() => {KERNEL_JS} === 'idle'",
+                           timeout=120_000)
     SHOTS.mkdir(parents=True, exist_ok=True)
     page.screenshot(path=str(SHOTS / f"{name}-0-opened.png"))
     raw_myst(page.evaluate(PROSE_JS), f"{name}, before running")
@@ -214,8 +215,7 @@ def run_all(page, url, token, name):
     page.wait_for_function(
         f"() => {{ const cells = ({CELLS_JS})();"
         " const code = cells.filter(c => c.type === 'code');"
-        " return window.jupyterapp.shell.currentWidget.sessionContext"
-        ".session.kernel.status === 'idle'"
+        f" return {KERNEL_JS} === 'idle'"
         " && code.every(c => c.count !== null); }",
         timeout=RUN_TIMEOUT_S * 1000, polling=250)
     seconds = time.time() - start
@@ -280,4 +280,7 @@ def test_a_lesson_runs_and_reads_in_jupyterlab(lab, browser, name):
         shown = [c for c in cells if "jupyterlab-prose" in c["tags"]]
         assert shown, f"{name}: no cell shows its glued prose"
     finally:
+        # one kernel at a time: each lesson's model holds memory
+        page.evaluate("() => window.jupyterapp?.shell.currentWidget"
+                      "?.sessionContext?.shutdown()")
         page.close()
