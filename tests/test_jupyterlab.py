@@ -30,13 +30,14 @@ import os
 import secrets
 import shutil
 import socket
-import subprocess
 import sys
 import time
 import urllib.request
 from pathlib import Path
 
 import pytest
+
+import subproc
 
 pytestmark = pytest.mark.browser
 
@@ -109,18 +110,15 @@ def lab(tmp_path_factory):
            "JUPYTERLAB_SETTINGS_DIR": str(settings),
            "JUPYTERLAB_WORKSPACES_DIR": str(top / "workspaces"),
            "JUPYTER_RUNTIME_DIR": str(top / "runtime")}
-    log = open(top / "lab.log", "w")
-    proc = subprocess.Popen(
-        [str(JUPYTER), "lab", "book/", "--no-browser", "--ip=127.0.0.1",
-         f"--port={port}", f"--IdentityProvider.token={token}",
-         "--LabApp.expose_app_in_browser=True",
-         "--LabApp.news_url=None",
-         "--LabApp.check_for_updates_class="
-         "jupyterlab.NeverCheckForUpdate",
-         *(["--allow-root"] if os.getuid() == 0 else [])],
-        cwd=top, env=env, stdout=log, stderr=subprocess.STDOUT)
+    argv = [str(JUPYTER), "lab", "book/", "--no-browser", "--ip=127.0.0.1",
+            f"--port={port}", f"--IdentityProvider.token={token}",
+            "--LabApp.expose_app_in_browser=True",
+            "--LabApp.news_url=None",
+            "--LabApp.check_for_updates_class="
+            "jupyterlab.NeverCheckForUpdate",
+            *(["--allow-root"] if os.getuid() == 0 else [])]
     url = f"http://127.0.0.1:{port}"
-    try:
+    with subproc.server(argv, env=env, cwd=top, log=top / "lab.log") as proc:
         deadline = time.time() + 120
         while True:
             try:
@@ -129,18 +127,10 @@ def lab(tmp_path_factory):
                 break
             except OSError:
                 if proc.poll() is not None or time.time() > deadline:
-                    log.flush()
                     pytest.fail("JupyterLab did not start:\n"
                                 + (top / "lab.log").read_text()[-3000:])
                 time.sleep(0.5)
         yield url, token
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-        log.close()
 
 
 @pytest.fixture(scope="module")

@@ -235,6 +235,11 @@ def prose_layout(nb, lesson):
             f'show("{lesson}", "{cell.id}")',
             metadata={"tags": ["remove-cell", PROSE_TAG]})
         shown["id"] = _new_id(f"{cell.id}:prose", ids)
+        # a count, as if it ran after the cell above it: nbval refuses a
+        # stored output of a cell that never ran
+        shown.execution_count = next((c.execution_count for c in
+                                      reversed(laid) if c.cell_type ==
+                                      "code"), None) or 1
         shown.outputs = [nbformat.v4.new_output(
             "display_data", data={"text/markdown": prose.paste(text,
                                                                glued)})]
