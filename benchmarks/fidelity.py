@@ -2,6 +2,7 @@
 
     python benchmarks/fidelity.py [--json OUT.json] [--markdown PAGE.md]
                                   [--reference PATH] [--only KEY ...]
+                                  [--judge STORED.json]
 
 Each *effect* is a unitless ratio that a lesson measures (pinned over
 pageable bandwidth, a graph's speedup over eager launches, ...). This script
@@ -46,8 +47,10 @@ Each effect has a class:
   (copy against compute, pinned against pageable bandwidth, overlap on a
   timeline, fused against eager at a large size). It *agrees* when it is
   within a factor of `FACTOR` (2) of the reference, either way; for a
-  speedup (``gain=True``) the factor applies to its gain, the ratio less 1,
-  so a reference of 1.2 needs 1.1 to 1.4, not merely anything from 0.6.
+  speedup (``gain=True``) the factor applies to its gain, the ratio less 1
+  (below 1, its inverse's), so a reference of 1.5 needs 1.25 to 2, not
+  merely anything from 0.75; a reference within `BAND` of 1 gained nothing
+  beyond noise and needs a value within `BAND` of 1 too.
 * **mixed** host/device: host clocks around device work, first use in a
   fresh process, a host held by a copy. It *agrees* when it points the
   reference's way: both above 1, both below 1, or both "about 1", within a
@@ -75,7 +78,7 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from fidelitykit import calibration  # noqa: E402, F401
+from fidelitykit import calibration, compare  # noqa: E402, F401
 from fidelitykit.calibration import CALIBRATION  # noqa: E402, F401
 from fidelitykit.compare import (  # noqa: E402, F401
     AGREES, BAND, DIFFERS, FACTOR, FLAGGED, NO_REFERENCE, NOT_MEASURED,
@@ -84,7 +87,8 @@ from fidelitykit.compare import (  # noqa: E402, F401
 from fidelitykit.effect import DEVICE_ONLY, MIXED  # noqa: E402, F401
 from fidelitykit.effects import EFFECT_SIZES, EFFECTS  # noqa: E402, F401
 from fidelitykit.experiment import EXPERIMENTS  # noqa: E402, F401
-from fidelitykit.runner import assemble, measure, run  # noqa: E402, F401
+from fidelitykit.runner import (  # noqa: E402, F401
+    assemble, judge, measure, run)
 from fidelitykit.sizes import (  # noqa: E402, F401
     SIZE_SPECS, SIZE_WHY, SMALLER, size_label, sizes_of)
 from fidelitykit.table import (  # noqa: E402, F401
@@ -101,8 +105,16 @@ def main(argv=None):
                         "the same device's, benchmarks/fidelity-gpu-"
                         "<device>.json, else book/reference/<device>.json)")
     p.add_argument("--only", nargs="*", help="measure only these effects")
+    p.add_argument("--judge", metavar="STORED",
+                   help="measure nothing: judge a stored --json again by "
+                        "today's rules and reference (e.g. after a new "
+                        "capture, or a change of the rules)")
     args = p.parse_args(argv)
-    result = run(args.only, args.reference)
+    if args.judge:
+        result = judge(json.loads(Path(args.judge).read_text()),
+                       args.reference)
+    else:
+        result = run(args.only, args.reference)
     print(table(result))
     if args.json:
         Path(args.json).write_text(json.dumps(result, indent=1) + "\n")

@@ -141,6 +141,7 @@ M021, M022, M023 = map(_in, ("02_1_pool", "02_2_chunks", "02_3_allocators"))
 L031, T032, G033 = map(_in, ("03_1_loops", "03_2_costs", "03_3_gradients"))
 Q041, W042, R043 = map(_in, ("04_1_queueing", "04_2_waiting", "04_3_ahead"))
 Q051, O052, C053 = map(_in, ("05_1_queues", "05_2_overlap", "05_3_pipeline"))
+I054 = _in("05_4_interop")
 P061, P062 = map(_in, ("06_1_bandwidth", "06_2_async"))
 Y07 = _in("07_payoff")
 
@@ -227,6 +228,10 @@ EFFECTS = [
           "streams can gain at most 1.18, and in the sweep's run at 8 "
           "chunks they gained nothing beyond the run's noise",
           fidelity="energy_two_streams"),
+    ratio("copy_over_handoff", "a device copy of the array over its "
+          "DLPack hand-off, by event pairs", I054("copy_ms"),
+          I054("hand_ms"), awaiting="not captured: section 5.4 is new, "
+          "and no GPU has run it"),
     ratio("pinned_over_pageable_bw", "H2D bandwidth, pinned over pageable "
           "(largest copy)", P061("bw_large_pin"), P061("bw_large_page"),
           5.6726, fidelity="pinned_over_pageable_bw"),

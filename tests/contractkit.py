@@ -344,6 +344,43 @@ CUPY_SIGNATURES = {
     "cp.cuda.PinnedMemoryPool.n_free_blocks": "()",
     # cupy/cuda/graph.pyx: cdef class Graph: cpdef launch(self, stream=None)
     "cp.cuda.graph.Graph.launch": "(stream=None)",
+    # Interop (issue 50). cupy/_core/core.pyx: def __dlpack__(self, *,
+    #   stream=None, tuple max_version=None, dl_device=None, copy=None),
+    #   def __dlpack_device__(self), cpdef object toDlpack(self);
+    # cupy/_core/dlpack.pyx: def from_dlpack(array, *, device=None,
+    #   copy=None), cpdef _ndarray_base fromDlpack(object dltensor)
+    "cp.ndarray.__dlpack__": "(*, stream=None, max_version=None,"
+                             " dl_device=None, copy=None)",
+    "cp.ndarray.__dlpack_device__": "()",
+    "cp.ndarray.toDlpack": "()",
+    "cp.from_dlpack": "(array, *, device=None, copy=None)",
+    "cp.fromDlpack": "(dltensor)",
+    # cupy/cuda/stream.pyx: def from_external(cls, obj) (a classmethod),
+    #   class ExternalStream: def __init__(self, ptr, device_id=-1)
+    "cp.cuda.Stream.from_external": "(obj)",
+    "cp.cuda.ExternalStream": "(ptr, device_id=-1)",
+    # cupy/cuda/memory.pyx: cdef class UnownedMemory: def __init__(self,
+    #   intptr_t ptr, size_t size, object owner, int device_id=-1); the
+    #   cpdefs of MemoryPointer
+    "cp.cuda.UnownedMemory": "(ptr, size, owner, device_id=-1)",
+    "cp.cuda.MemoryPointer.copy_from_device": "(src, size)",
+    "cp.cuda.MemoryPointer.copy_from_device_async": "(src, size,"
+                                                    " stream=None)",
+    "cp.cuda.MemoryPointer.copy_from_host": "(mem, size)",
+    "cp.cuda.MemoryPointer.copy_from_host_async": "(mem, size, stream=None)",
+    "cp.cuda.MemoryPointer.copy_from": "(mem, size)",
+    "cp.cuda.MemoryPointer.copy_from_async": "(mem, size, stream=None)",
+    "cp.cuda.MemoryPointer.copy_to_host": "(mem, size)",
+    "cp.cuda.MemoryPointer.copy_to_host_async": "(mem, size, stream=None)",
+    "cp.cuda.MemoryPointer.memset": "(value, size)",
+    "cp.cuda.MemoryPointer.memset_async": "(value, size, stream=None)",
+    # cupy_backends/cuda/api/runtime.pyx: cpdef PointerAttributes
+    #   pointerGetAttributes(intptr_t ptr), cpdef intptr_t streamCreate(),
+    #   cpdef streamDestroy(intptr_t stream), streamSynchronize(same)
+    "cp.cuda.runtime.pointerGetAttributes": "(ptr)",
+    "cp.cuda.runtime.streamCreate": "()",
+    "cp.cuda.runtime.streamDestroy": "(stream)",
+    "cp.cuda.runtime.streamSynchronize": "(stream)",
     # cupy/_core/_kernel.pyx: cdef class ElementwiseKernel:
     #   def __init__(self, in_params, out_params, operation, name='kernel',
     #       reduce_dims=True, preamble='', no_return=False,

@@ -220,3 +220,26 @@ def no_pool_malloc():
     """The allocator `set_allocator(None)` installs: cudaMalloc with no
     pool (CuPy's `cupy.cuda.memory._malloc`)."""
     return cp.cuda.memory._malloc
+
+
+# -- probes for tests/cpudevice/test_interop.py -----------------------------
+
+def cai_settings(monkeypatch, sync=None, export_version=None):
+    """Run the test as if CuPy had read CUPY_CUDA_ARRAY_INTERFACE_SYNC
+    (``sync``) and CUPY_CUDA_ARRAY_INTERFACE_EXPORT_VERSION; None: leave
+    it (CuPy's ``cupy._util`` settings, read at each use)."""
+    from src.cpudevice import _util
+    if sync is not None:
+        monkeypatch.setattr(_util, "CUDA_ARRAY_INTERFACE_SYNC", sync)
+    if export_version is not None:
+        monkeypatch.setattr(_util, "CUDA_ARRAY_INTERFACE_EXPORT_VERSION",
+                            export_version)
+
+
+def dlpack_capsules_held():
+    """How many DLPack capsules the model made that it still holds (with
+    their arrays), until a consumer takes them or nothing else holds them."""
+    from src.cpudevice import _dlpack
+    with _dlpack._lock:
+        return len(_dlpack._exported)
+

@@ -115,16 +115,38 @@ def test_device_only_verdict_is_a_factor_of_two_either_way(fid):
 
 def test_a_speedup_is_judged_by_its_gain(fid):
     v, d = fid.verdict, fid.DEVICE_ONLY
-    assert v(d, 1.0, 1.2) == fid.AGREES                 # as a plain ratio
-    assert v(d, 1.0, 1.2, gain=True) == fid.DIFFERS     # no gain at all
-    assert v(d, 0.9, 1.2, gain=True) == fid.DIFFERS     # a loss
-    assert v(d, 1.11, 1.2, gain=True) == fid.AGREES
-    assert v(d, 1.39, 1.2, gain=True) == fid.AGREES
-    assert v(d, 1.45, 1.2, gain=True) == fid.DIFFERS
+    assert v(d, 1.0, 1.5) == fid.AGREES                 # as a plain ratio
+    assert v(d, 1.0, 1.5, gain=True) == fid.DIFFERS     # no gain at all
+    assert v(d, 0.9, 1.5, gain=True) == fid.DIFFERS     # a loss
+    assert v(d, 1.26, 1.5, gain=True) == fid.AGREES
+    assert v(d, 1.99, 1.5, gain=True) == fid.AGREES
+    assert v(d, 2.05, 1.5, gain=True) == fid.DIFFERS
     assert v(d, 2.7, 1.89, gain=True) == fid.AGREES
     assert v(d, 3.0, 1.89, gain=True) == fid.DIFFERS
+    # below 1 (a time over a shorter one): the gain of its inverse
+    assert v(d, 0.5, 0.4, gain=True) == fid.AGREES      # 1.0 against 1.5
+    assert v(d, 0.8, 0.4, gain=True) == fid.DIFFERS     # 0.25 against 1.5
+    assert v(d, 1.1, 0.5, gain=True) == fid.DIFFERS     # no gain at all
     for e in fid.EFFECTS:
         assert not e.gain or e.cls == d, f"{e.key}: gain is device-only"
+
+
+def test_a_gain_about_one_on_the_gpu_asks_for_about_one(fid):
+    """A GPU's ratio inside the band around 1 gained nothing beyond its
+    noise, on either side of 1: no factor is applied to a gain near zero,
+    and the model must read about 1 too (05.3's two streams, 0.975)."""
+    v, d, band = fid.verdict, fid.DEVICE_ONLY, fid.BAND
+    for ref in (0.975, 1.2, band * 0.99, 1 / band * 1.01):
+        assert v(d, 1.0, ref, gain=True) == fid.AGREES
+        assert v(d, 0.888, ref, gain=True) == fid.AGREES
+        assert v(d, band * 1.1, ref, gain=True) == fid.DIFFERS
+        assert v(d, 1 / band / 1.1, ref, gain=True) == fid.DIFFERS
+    assert not fid.compare.no_gain({"judged_on": "gain", "live": 0.9,
+                                    "reference": 0.975})
+    assert fid.compare.no_gain({"judged_on": "gain", "live": 1.1,
+                                "reference": 0.5})
+    assert fid.compare.no_gain({"judged_on": "gain", "live": 0.9,
+                                "reference": 1.5})
 
 
 def test_mixed_verdict_is_the_direction_with_a_band_around_one(fid):

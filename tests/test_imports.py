@@ -33,14 +33,17 @@ MODEL = "src.cpudevice"
 # The CPU device model's layers, bottom first; in each, a module imports only
 # those before it (names below `MODEL`; "" is the package's ``__init__``).
 LAYERS = [
-    ("hardware", ["_profile", "_errors", "_clock", "_queue", "_hardware"]),
+    ("hardware", ["_profile", "_errors", "_fork", "_clock", "_queue",
+                  "_hardware"]),
     ("runtime", ["cuda.runtime", "cuda.device", "cuda.memory_hook",
-                 "cuda.pinned_memory", "cuda.graph", "cuda.stream",
-                 "cuda.memory", "cuda.allocator", "cuda.memory_async",
-                 "cuda.managed", "cuda"]),
-    ("arrays", ["_csemantics", "_csyntax", "_ccompile", "_ctranslate",
-                "_core", "_copies", "_ndarray", "_creation", "_cub", "_routines",
-                "_kernel", "random"]),
+                 "cuda.pinned_memory", "cuda.base_memory", "cuda.graph",
+                 "cuda.stream", "cuda.handles", "cuda.memory",
+                 "cuda.allocator", "cuda.memory_async", "cuda.managed",
+                 "cuda"]),
+    ("arrays", ["_util", "_csemantics", "_csyntax", "_ccompile",
+                "_ctranslate", "_core", "_copies", "_ndarray", "_cai",
+                "_dlpack", "_creation", "_cub", "_routines", "_kernel",
+                "random"]),
     ("cupyx", ["cupyx.profiler", "cupyx"]),
     ("namespace", [""]),
 ]

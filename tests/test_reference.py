@@ -1157,7 +1157,7 @@ def test_gpu_rehearsal_takes_a_lessons_name_or_its_path(tmp_path):
     every = len(list(BOOK.glob("0*.ipynb")))
     with pytest.raises(SystemExit, match=f"names {every} lessons"):
         rehearse.lesson_path("0")
-    with pytest.raises(SystemExit, match="'05' names 3 lessons"):
+    with pytest.raises(SystemExit, match="'05' names 4 lessons"):
         rehearse.lesson_path("05")          # chapter 5's three sections
     with pytest.raises(SystemExit, match="no such notebook"):
         rehearse.lesson_path(str(tmp_path / "missing.ipynb"))

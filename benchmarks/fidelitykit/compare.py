@@ -80,14 +80,22 @@ def verdict(cls, live, ref, factor=FACTOR, band=BAND, gain=False):
     (mixed, pointing elsewhere), `NO_REFERENCE` or `NOT_MEASURED`.
 
     With ``gain``, a device-only speedup is judged by its gain, the ratio
-    less 1: a factor of 2 on a speedup of 1.2 itself would pass a model
-    that shows no speedup at all."""
+    less 1, on either side of 1 (a ratio below 1, a time over a shorter
+    one, by its inverse's): a factor of 2 on a speedup of 1.2 itself
+    would pass a model that shows no speedup at all. A reference inside
+    ``band`` of 1 is "about 1": the live value agrees when it is about 1
+    too (a factor is never applied to a gain near zero)."""
     if not usable(ref):
         return NO_REFERENCE
     if not usable(live):
         return NOT_MEASURED
     if cls == DEVICE_ONLY:
-        if gain and ref > 1:
+        if gain:
+            if direction(ref, band) == "about 1":
+                return AGREES if direction(live, band) == "about 1" \
+                    else DIFFERS
+            if ref < 1:
+                live, ref = 1 / live, 1 / ref
             live, ref = live - 1, ref - 1
             if live <= 0:
                 return DIFFERS
@@ -189,10 +197,18 @@ def evaluate_effects(effects, raw, errors, ref_of):
 
 
 def no_gain(r):
-    """Whether ``r`` is a gain the model did not make (a speedup of at
-    most 1): it misses against any GPU, whatever the reference says."""
-    return (r.get("judged_on", "ratio") != "ratio"
-            and r.get("live") is not None and r["live"] <= 1)
+    """Whether ``r`` is a gain the model did not make where the GPU made
+    one (a speedup of at most 1, or a ratio below 1 of at least 1): it
+    misses against any GPU, whatever the reference says. A reference
+    about 1 asks for no gain."""
+    if r.get("judged_on", "ratio") == "ratio" or r.get("live") is None:
+        return False
+    ref = r.get("reference")
+    if ref is not None and direction(ref) == "about 1":
+        return False
+    if ref is not None and ref < 1:
+        return r["live"] >= 1
+    return r["live"] <= 1
 
 
 def summarize(rows):

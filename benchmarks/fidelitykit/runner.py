@@ -84,6 +84,22 @@ def run(only=None, reference=None):
                     time.perf_counter() - t0)
 
 
+def judge(stored, reference=None):
+    """A stored result (``--json``'s) judged again by the rules and the
+    reference as they are now, from its measured numbers (``raw``):
+    nothing is measured; its date, machine, devices and time are kept."""
+    info, ref_of = load_reference(reference)
+    effects = [e for e in EFFECTS if e.key in stored["effects"]]
+    result = assemble(effects, stored["raw"], stored.get("errors", {}),
+                      info, ref_of, stored.get("seconds", 0.0),
+                      stored.get("backend", BACKEND))
+    for key in ("devices", "device_properties", "machine", "date",
+                "live_note"):
+        if key in stored:
+            result[key] = stored[key]
+    return result
+
+
 def assemble(effects, raw, errors, info, ref_of, seconds=0.0,
              backend=BACKEND):
     """The result object that ``--json`` writes, from measured numbers."""

@@ -103,8 +103,7 @@ def calibration_section(result):
             "carries both directions at full rate and 1 one whose "
             "directions take turns. The model gives each direction its own "
             "engine at the link's full rate, so it reads about 2; a GPU's "
-            "run says what its link does (`calibrate.py` prints it; the "
-            "profile has no entry for it yet).",
+            "run says what its link does.",
             "",
         ]
     costs = result["raw"].get("issue_costs")
@@ -116,8 +115,7 @@ def calibration_section(result):
     lines += [
         "## The host's cost to issue a call",
         "",
-        "These are measured for `benchmarks/calibrate.py`, and no effect "
-        "reads them: the host's time per call, the fastest of five rounds of "
+        "The host's time per call, the fastest of five rounds of "
         f"{ISSUE_CALLS:,} calls from an idle device, beside the issue time "
         f"the model's {profile.name} profile charges for the call's kind "
         "(`host.issue_us`). "
@@ -176,8 +174,11 @@ def markdown(result):
         "timeline, fused against eager at a large size): it agrees when "
         f"it is within a factor of {FACTOR:g} of the GPU's, either way; "
         "for a speedup, the factor applies to its gain, the speedup less "
-        "1 (a GPU's 1.2 asks for 1.1 to 1.4), since a factor of 2 on the "
-        "speedup itself would pass a model that shows none. A "
+        "1 (a GPU's 1.5 asks for 1.25 to 2), since a factor of 2 on the "
+        "speedup itself would pass a model that shows none; a ratio below "
+        "1 is judged by its inverse's gain, and a GPU's ratio within a "
+        f"factor of {BAND:g} of 1 gained nothing beyond noise, so it asks "
+        "for one within that band too. A "
         "**mixed** effect sets host time against device time (queueing "
         "against printing, a graph against eager launches, first use in "
         "a fresh process, a host held by a copy): it agrees when it "
@@ -265,8 +266,13 @@ def markdown(result):
         "## How each effect is computed",
         "",
         "Measured here: the experiment in `benchmarks/fidelity.py` and the "
-        "ratio of its numbers. On the GPU: the lesson's glued keys and the "
-        "ratio taken of them.",
+        "ratio of its numbers. "
+        + ("On the GPU: the same experiment, at the same size, in "
+           "fidelity.py's own run there (the last column names the "
+           "lesson's keys that measure the same ratio)."
+           if info.get("kind") == "fidelity" else
+           "On the GPU: the lesson's glued keys and the ratio taken of "
+           "them."),
         "",
         "| effect | key | measured here | GPU reference |",
         "|---|---|---|---|",

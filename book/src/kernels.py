@@ -11,6 +11,7 @@ runs it in place of the CUDA code. The energy reduction
 specs' names, so that every kernel is imported from here.
 """
 import contextvars
+import math
 from contextlib import contextmanager
 
 import numpy as np
@@ -313,3 +314,27 @@ def _saxpy_twin(a, x, y, z):
     """In float32; the GPU may fuse ``a * x + y`` into one FMA (last bit)."""
     np.multiply(np.float32(a), x, out=z)
     z += y
+
+
+# --- a gather, for the misuse catalogue's fault ------------------------------
+
+gather = build(Raw(r"""
+extern "C" __global__ void gather(const float* a, const long long* idx,
+                                  float* out, int n)
+{
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n)
+        out[i] = a[idx[i]];         // no check: idx must index a
+}
+""", "gather"))
+
+
+@twins.register("gather")
+def _gather_twin(grid, block, args, shared_mem=0):
+    """An index past the end of ``a`` raises IndexError, where a GPU
+    faults (an index far outside the allocation: cudaErrorIllegalAddress);
+    the model then reports CUDA's error at a later call."""
+    a, idx, out, n = args
+    n = min(int(n), math.prod(grid) * math.prod(block))
+    out[:n] = a[idx[:n]]
+

@@ -103,6 +103,32 @@ def test_a_pool_over_another_allocator():
     assert mine.total_bytes() == 0 and device_free() == free0
 
 
+def test_an_allocator_lending_another_librarys_memory_backs_arrays():
+    """An allocator may return CuPy a pointer into memory another library
+    owns (``UnownedMemory``, at an offset too), as CuPy's interoperability
+    guide lends PyTorch's allocator: arrays made with it view those bytes,
+    and the owner's memory stays alive while they do."""
+    other = cp.cuda.MemoryPool()
+    blocks = []
+
+    def lend(size):
+        block = other.malloc(size + 512)
+        blocks.append(block)
+        mem = cp.cuda.UnownedMemory(block.ptr, size + 512, block)
+        return cp.cuda.MemoryPointer(mem, 512)
+    before = pool.used_bytes()
+    with cp.cuda.using_allocator(lend):
+        x = cp.arange(1000, dtype=cp.float32)
+    assert x.data.ptr == blocks[0].ptr + 512
+    assert pool.used_bytes() == before and other.used_bytes() == 4608
+    assert float(x.sum()) == 499500.0
+    blocks.clear()
+    x += 1                              # the array keeps the block alive
+    assert float(x[-1]) == 1000.0
+    del x
+    assert other.used_bytes() == 0
+
+
 def test_a_pool_of_managed_memory():
     mine = cp.cuda.MemoryPool(cp.cuda.malloc_managed)
     cp.cuda.set_allocator(mine.malloc)

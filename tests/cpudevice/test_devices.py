@@ -132,3 +132,50 @@ def test_cuda_runtime_error_has_cupys_signature_and_the_models_hint():
         "cudaErrorInvalidDevice: invalid device ordinal. The CPU device "
         "model has")
     assert info.value.status == 101
+
+
+_GATHER = ("from src import cp\n"
+           "from src.kernels import gather\n"
+           "a = cp.arange(8, dtype=cp.float32)\n"
+           "out = cp.empty(2, dtype=cp.float32)\n"
+           "line = 'launch'\n"
+           "try:\n"
+           "    gather((1,), (32,), (a, cp.array([0, 1 << 40]), out,\n"
+           "                         cp.int32(2)))\n"
+           "    line = 'get'\n"
+           "    out.get()\n"
+           "except cp.cuda.runtime.CUDARuntimeError as e:\n"
+           "    print(line, e.status, str(e).split('.')[0])\n")
+
+
+def test_a_kernel_fault_is_reported_at_the_next_wait_not_at_the_launch():
+    """A kernel's twin that indexes outside its arrays is a GPU's illegal
+    address: CUDA's error comes at the next call that waits for the
+    stream; with CUDA_LAUNCH_BLOCKING=1, at the launch."""
+    fault = ("700 cudaErrorIllegalAddress: an illegal memory access was "
+             "encountered")
+    assert run_py(_GATHER) == "get " + fault
+    assert run_py(_GATHER, CUDA_LAUNCH_BLOCKING="1") == "launch " + fault
+
+
+def test_a_child_forked_after_the_runtime_started_cannot_use_it():
+    """As CUDA refuses a forked child (cudaErrorInitializationError), the
+    model does, at the child's first call; a fork before the runtime
+    started leaves the child free to start its own."""
+    code = ("import os\n"
+            "from src import cp\n"
+            "def child():\n"
+            "    try:\n"
+            "        float(cp.ones(3).sum())\n"
+            "        return 0\n"
+            "    except cp.cuda.runtime.CUDARuntimeError as e:\n"
+            "        return e.status\n"
+            "def fork():\n"
+            "    pid = os.fork()\n"
+            "    if pid == 0:\n"
+            "        os._exit(child())\n"
+            "    return os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1])\n"
+            "before = fork()\n"
+            "float(cp.ones(3).sum())\n"
+            "print(before, fork(), float(cp.ones(3).sum()))\n")
+    assert run_py(code) == "0 3 3.0"

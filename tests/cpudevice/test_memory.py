@@ -1,11 +1,15 @@
 """Device memory on the CPU device model (`cupy.cuda.memory`): the pool
 rounds, caches and limits like CuPy's, hooks see CuPy's keywords, and
 finished work keeps no buffer alive."""
+import ctypes
+import gc
 import weakref
 
+import numpy
 import pytest
 
 import src.cpudevice as cp
+from modelkit import Gate
 
 pool = cp.get_default_memory_pool()
 
@@ -168,3 +172,160 @@ def test_memory_pointer_plus_an_offset():
     assert null.ptr == 0
     with pytest.raises(AssertionError):     # as CuPy's __iadd__ asserts
         null += 8
+
+
+# -- memory CuPy does not own, and what a pointer is -------------------------
+
+def test_every_memory_class_is_a_base_memory():
+    mem = cp.cuda.memory
+    for cls in (mem.Memory, mem.ManagedMemory, mem.MemoryAsync,
+                mem.UnownedMemory):
+        assert issubclass(cls, mem.BaseMemory)
+    assert isinstance(cp.empty(8).data.mem, mem.BaseMemory)
+
+
+def test_pointer_attributes_say_what_a_pointer_is():
+    rt = cp.cuda.runtime
+    with cp.cuda.Device(1):
+        x = cp.empty(100, cp.uint8)
+    attrs = rt.pointerGetAttributes(x.data.ptr + 10)
+    assert (attrs.device, attrs.type) == (1, rt.memoryTypeDevice)
+    managed = cp.cuda.malloc_managed(64)
+    assert rt.pointerGetMemoryType(managed.ptr) == rt.memoryTypeManaged
+    pinned = cp.cuda.alloc_pinned_memory(64)
+    assert rt.pointerGetMemoryType(pinned.ptr) == rt.memoryTypeHost
+    host = numpy.zeros(4)
+    attrs = rt.pointerGetAttributes(host.ctypes.data)
+    assert (attrs.device, attrs.type) == (rt.cudaInvalidDeviceId,
+                                          rt.memoryTypeUnregistered)
+
+
+def test_a_block_freed_in_a_cycle_of_garbage_stays_known():
+    """The garbage collector frees an array in a reference cycle; its pool
+    block's finalizer gives the block back to the pool, alive. Handed out
+    again, the block is still device memory to pointerGetAttributes."""
+    x = cp.empty(4096, cp.uint8)
+    ptr = x.data.ptr
+    cycle = [x]
+    cycle.append(cycle)
+    del x, cycle
+    gc.collect()
+    y = cp.empty(4096, cp.uint8)
+    assert y.data.ptr == ptr                # the same block, reused
+    attrs = cp.cuda.runtime.pointerGetAttributes(ptr)
+    assert attrs.type == cp.cuda.runtime.memoryTypeDevice
+    assert cp.cuda.UnownedMemory(ptr, 4096, y).device_id == 0
+
+
+@pytest.mark.parametrize("allocate", ["pool", "cudaMalloc", "managed",
+                                      "async"])
+def test_unowned_memory_views_the_owners_bytes(allocate):
+    src = {"pool": cp.cuda.alloc, "cudaMalloc": lambda n: cp.cuda.
+           MemoryPointer(cp.cuda.Memory(n), 0),
+           "managed": cp.cuda.malloc_managed,
+           "async": cp.cuda.malloc_async}[allocate](24)
+    mem = cp.cuda.UnownedMemory(src.ptr, 24, src)
+    assert (mem.ptr, mem.size, mem.device_id) == (src.ptr, 24, 0)
+    a = cp.ndarray((2, 3), cp.float32, cp.cuda.MemoryPointer(mem, 0))
+    b = cp.ndarray((2, 3), cp.float32, src)
+    owner = weakref.ref(src)
+    del src
+    assert owner() is not None              # the unowned memory holds it
+    a[:] = 2
+    assert bool((b == 2).all())             # the same bytes
+
+
+def test_unowned_memory_takes_the_device_it_is_given():
+    with cp.cuda.Device(1):
+        src = cp.cuda.alloc(16)
+    assert cp.cuda.UnownedMemory(src.ptr, 16, src).device_id == 1
+    assert cp.cuda.UnownedMemory(src.ptr, 16, src, 1).device_id == 1
+    with pytest.raises(RuntimeError, match="explicit device ID"):
+        cp.cuda.UnownedMemory(0, 0, None)
+    assert cp.cuda.UnownedMemory(0, 0, None, 0).device_id == 0
+
+
+# -- MemoryPointer's raw copies and fills -------------------------------------
+
+def as_address(c, raw):
+    """A ctypes object's address, as CuPy takes it: an int or c_void_p."""
+    p = ctypes.cast(ctypes.byref(c), ctypes.c_void_p)
+    return p.value if raw else p
+
+
+@pytest.mark.parametrize("raw", [False, True])
+def test_copies_to_and_from_the_host_and_the_device(raw):
+    a, b = cp.cuda.alloc(4), cp.cuda.alloc(4)
+    value, out = ctypes.c_int(100), ctypes.c_int()
+    a.copy_from(as_address(value, raw), 4)
+    b.copy_from(a, 4)
+    b.copy_to_host(as_address(out, raw), 4)
+    assert out.value == 100
+    c = cp.cuda.alloc(4)
+    c.copy_from_async(as_address(value, raw), 4)
+    c.copy_from_async(b, 4)
+    c.copy_to_host_async(as_address(out, raw), 4)
+    cp.cuda.get_current_stream().synchronize()
+    assert out.value == 100
+
+
+def test_memset_sets_bytes_on_the_null_stream_and_async_on_a_stream():
+    a = cp.cuda.alloc(8)
+    a.memset(1, 4)
+    (a + 4).memset_async(0x1FF, 4)          # the low byte, as cudaMemset
+    cp.cuda.get_current_stream().synchronize()
+    cp.cuda.Stream.null.synchronize()
+    out = (ctypes.c_ubyte * 8)()
+    a.copy_to_host(ctypes.addressof(out), 8)
+    assert list(out) == [1] * 4 + [255] * 4
+
+
+def test_an_async_copy_waits_its_turn_on_its_stream(empty_cache):
+    stream = empty_cache
+    a = cp.cuda.alloc(8)
+    a.memset_async(7, 8, stream)
+    host = cp.cuda.alloc_pinned_memory(8)
+    view = numpy.frombuffer(host, numpy.uint8, 8)
+    view[:] = 0
+    gate = Gate().hold_stream(stream)
+    a.copy_to_host_async(host.ptr, 8, stream)
+    assert not stream.done and view.tolist() == [0] * 8    # queued
+    gate.open()
+    stream.synchronize()
+    assert view.tolist() == [7] * 8
+
+
+def test_copies_refuse_a_capturing_stream_where_cupy_does(empty_cache):
+    stream = empty_cache
+    a, b = cp.cuda.alloc(8), cp.cuda.alloc(8)
+    a.memset_async(9, 8, stream)
+    b.memset_async(3, 8, stream)
+    stream.synchronize()
+    host, out = ctypes.c_double(), (ctypes.c_ubyte * 8)()
+    stream.begin_capture()
+    try:
+        with pytest.raises(RuntimeError, match="synchronous API calls"):
+            a.copy_from(b, 8)
+        with pytest.raises(RuntimeError, match="H2D transfers"):
+            a.copy_from_host_async(ctypes.addressof(host), 8)
+        with pytest.raises(RuntimeError, match="D2H transfers"):
+            a.copy_to_host_async(ctypes.addressof(host), 8)
+        a.copy_from_device_async(b, 8)      # captured, as on a GPU
+        a.memset_async(5, 4)
+    finally:
+        graph = stream.end_capture()
+    a.copy_to_host(ctypes.addressof(out), 8)
+    assert list(out) == [9] * 8             # recorded, not run
+    graph.launch(stream)
+    stream.synchronize()
+    a.copy_to_host(ctypes.addressof(out), 8)
+    assert list(out) == [5] * 4 + [3] * 4
+
+
+def test_raw_copy_errors():
+    a = cp.cuda.alloc(8)
+    with pytest.raises(cp.cuda.runtime.CUDARuntimeError,
+                       match="cudaErrorInvalidValue"):
+        a.memset(0, 4096)                   # past its block
+    with pytest.raises(OverflowError):
+        a.memset(0, -1)

@@ -5,6 +5,7 @@ programs over several streams, joined by events, compute what a serial run
 computes. Ordering is tested with gates, never with timing."""
 import gc
 import threading
+import weakref
 
 import numpy
 import pytest
@@ -212,3 +213,99 @@ def test_threads_pool_and_pinned_bytes_return_to_baseline():
     pool.free_all_blocks()
     assert pinned_bytes_in_use() == 0
     assert wait_until(lambda: model_threads() <= 1)   # at most the null's
+
+
+# -- the CUDA stream protocol, Stream.from_external, ExternalStream ---------
+
+class ForeignStream:
+    """Another library's stream: it speaks only ``__cuda_stream__``."""
+
+    def __init__(self, ptr, version=0):
+        self.ptr, self.version = ptr, version
+
+    def __cuda_stream__(self):
+        return (self.version, self.ptr)
+
+
+def test_cuda_stream_gives_version_0_and_the_handle():
+    s = cp.cuda.Stream()
+    for stream in (s, cp.cuda.Stream.null, cp.cuda.Stream.ptds):
+        assert stream.__cuda_stream__() == (0, stream.ptr)
+
+
+@pytest.mark.parametrize("foreign", ["mock", "cupy"])
+def test_from_external_queues_on_the_same_stream(foreign):
+    real = cp.cuda.Stream(non_blocking=True)
+    foreign = ForeignStream(real.ptr) if foreign == "mock" else real
+    wrapped = cp.cuda.Stream.from_external(foreign)
+    assert (wrapped.ptr, wrapped.device_id) == (real.ptr, -1)
+    assert wrapped._foreign_stream_ref is foreign     # CuPy's own attribute
+    assert wrapped == real and wrapped.is_non_blocking
+    gate = Gate().hold_stream(real)
+    with wrapped:
+        x = cp.arange(4) + 1
+        assert cp.cuda.get_current_stream() == wrapped
+    assert not wrapped.done                 # behind the gate, on `real`
+    gate.open()
+    wrapped.synchronize()
+    assert real.done
+    numpy.testing.assert_array_equal(x.get(), [1, 2, 3, 4])
+
+
+@pytest.mark.parametrize("returns, match", [
+    (123, "must return a 2-tuple"), ((0,), "must return a 2-tuple"),
+    (("0", 1), r"must return \(int, int\)"),
+    ((0, "1"), r"must return \(int, int\)"),
+    ((1, 12345), "unsupported version"), ((-1, 12345), "unsupported version")])
+def test_from_external_refuses_what_cupy_refuses(returns, match):
+    class Bad:
+        def __cuda_stream__(self):
+            return returns
+    with pytest.raises(TypeError, match=match):
+        cp.cuda.Stream.from_external(Bad())
+    with pytest.raises(TypeError, match="does not implement"):
+        cp.cuda.Stream.from_external(object())
+
+
+def test_from_external_keeps_the_foreign_stream_alive_and_never_destroys():
+    real = cp.cuda.Stream()
+    foreign = ForeignStream(real.ptr)
+    ref = weakref.ref(foreign)
+    wrapped = cp.cuda.Stream.from_external(foreign)
+    del foreign
+    gc.collect()
+    assert ref() is not None
+    del wrapped
+    gc.collect()
+    assert ref() is None
+    with real:                              # the stream lives on
+        numpy.testing.assert_array_equal((cp.ones(2) * 3).get(), [3, 3])
+
+
+def test_an_unknown_handle_fails_at_first_use():
+    wrapped = cp.cuda.Stream.from_external(ForeignStream(987654321))
+    with pytest.raises(cp.cuda.runtime.CUDARuntimeError,
+                       match="invalid resource handle"):
+        wrapped.synchronize()
+    with pytest.raises(cp.cuda.runtime.CUDARuntimeError,
+                       match="invalid resource handle"):
+        cp.cuda.runtime.streamSynchronize(987654321)
+
+
+def test_external_stream_is_deprecated_and_queues_on_the_handle():
+    before = model_threads()
+    ptr = cp.cuda.runtime.streamCreate()
+    with pytest.warns(DeprecationWarning, match="ExternalStream is deprec"):
+        stream = cp.cuda.ExternalStream(ptr)
+    assert (stream.ptr, stream.device_id) == (ptr, -1)
+    out = []
+    for i in range(20):
+        cp.arange(3).get(stream=stream)
+        stream.add_callback(lambda s, status, i: out.append(i), i)
+    stream.launch_host_func(out.append, "last")
+    cp.cuda.runtime.streamSynchronize(ptr)
+    assert out == list(range(20)) + ["last"]
+    cp.cuda.runtime.streamDestroy(ptr)
+    with pytest.raises(cp.cuda.runtime.CUDARuntimeError):
+        cp.cuda.runtime.streamDestroy(ptr)
+    assert wait_until(lambda: model_threads() <= before)

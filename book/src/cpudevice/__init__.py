@@ -17,7 +17,9 @@ from ._creation import (asarray, asnumpy, array, ascontiguousarray,  # noqa
                         empty, zeros, ones, full, empty_like, zeros_like,
                         ones_like, full_like, arange, linspace,
                         get_array_module)
+from ._dlpack import from_dlpack, fromDlpack  # noqa: F401
 from ._routines import dot, matmul, _make_ufunc  # noqa: F401
+from . import _util  # noqa: F401  (CuPy's settings from the environment)
 from ._core import _in_fused_body
 from ._kernel import ElementwiseKernel, ReductionKernel, RawKernel, fuse  # noqa
 from .cuda.memory import get_default_memory_pool  # noqa: F401
@@ -29,6 +31,7 @@ __version__ = "14.2.0+cpudevice"
 from numpy import (bool_, int8, int16, int32, int64, uint8, uint16,  # noqa
                    uint32, uint64, float16, float32, float64, complex64,
                    complex128, dtype, newaxis, pi, e, inf, nan)
+from numpy.exceptions import VisibleDeprecationWarning  # noqa: F401
 
 for _name in ["add", "subtract", "multiply", "divide", "true_divide",
               "floor_divide", "power", "remainder", "mod", "negative",

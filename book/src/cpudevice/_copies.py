@@ -1,14 +1,25 @@
 """Host<->device copies of the CPU device model: through the copy engines,
 from pinned memory directly, and from pageable memory through the driver's
 staging buffers (as ``cudaMemcpyAsync`` does).
+
+Also the raw copies and fills of ``cupy.cuda.MemoryPointer``
+(``copy_from*``, ``copy_to_host*``, ``memset*``), which this module adds to
+the class (`cuda.memory` stands below it): a host side given as an address
+is viewed in place, and each copy goes the way an array's does.
 """
+import ctypes
+import operator
 import threading
 
 import numpy
 
 from . import _hardware
+from ._core import _launch
+from ._hardware import api
+from .cuda import runtime
+from .cuda.memory import MemoryPointer
 from .cuda.pinned_memory import _pinned_range
-from .cuda.stream import _queue_of
+from .cuda.stream import Stream, _queue_of, get_current_stream
 
 
 # -- host <-> device copies ---------------------------------------------------
@@ -155,3 +166,167 @@ def _d2h(out, src, stream=None, blocking=True):
     _staging.give(buf)
     _stage(out.nbytes)
     return out
+
+
+# -- MemoryPointer's raw copies and fills -------------------------------------
+def _size(size):
+    """``size`` as CuPy's ``size_t`` parameter takes it."""
+    size = operator.index(size)
+    if size < 0:
+        raise OverflowError("can't convert negative value to size_t")
+    return size
+
+
+def _device_bytes(memptr, size):
+    """The ``size`` bytes at ``memptr`` (a view of its memory); a range that
+    runs past the allocation is cudaErrorInvalidValue."""
+    buf = memptr._buffer
+    if size > buf.size:
+        raise runtime._error(
+            runtime.errorInvalidValue,
+            f"{size} bytes from 0x{memptr.ptr:x} run past the end of its "
+            f"memory ({buf.size} bytes from there)")
+    return buf[:size]
+
+
+def _host_bytes(mem, size):
+    """The ``size`` bytes of host memory at ``mem`` (an int address or a
+    ``ctypes.c_void_p``), viewed in place."""
+    ptr = mem if isinstance(mem, int) else mem.value
+    return numpy.ctypeslib.as_array((ctypes.c_ubyte * size).from_address(ptr))
+
+
+def _legacy(what="synchronous API calls"):
+    """The legacy null stream, where CuPy's synchronous copies and fills
+    go; refused while the current stream captures, as CuPy refuses it."""
+    if _queue_of(None).capture is not None:
+        raise RuntimeError(f"the current stream is capturing, so {what} "
+                           "are disallowed")
+    return Stream.null
+
+
+def _stream_or_current(stream):
+    return get_current_stream() if stream is None else stream
+
+
+def _d2d(dst, src, size, stream):
+    """Queue a device-to-device copy of ``size`` bytes: a kernel that reads
+    and writes them (as ``ndarray.copy`` is)."""
+    d, s = _device_bytes(dst, size), _device_bytes(src, size)
+    _launch(lambda: numpy.copyto(d, s), 2 * size, stream=stream)
+
+
+def _fill(dst, value, size, stream):
+    d = _device_bytes(dst, size)
+    byte = operator.index(value) & 0xFF     # cudaMemset sets unsigned chars
+    _launch(lambda: d.fill(byte), size, stream=stream)
+
+
+@api("launch")
+def copy_from_device(self, src, size):
+    """Copy ``size`` bytes from device pointer ``src``, on the legacy null
+    stream (as CuPy's, whatever the current stream: use
+    ``copy_from_device_async`` with streams). The host does not wait."""
+    size = _size(size)
+    stream = _legacy()
+    if size > 0:
+        _d2d(self, src, size, stream)
+
+
+@api("launch")
+def copy_from_device_async(self, src, size, stream=None):
+    """Copy ``size`` bytes from device pointer ``src`` on ``stream``
+    (default: the current one); it can be captured into a graph."""
+    size = _size(size)
+    if size > 0:
+        _d2d(self, src, size, _stream_or_current(stream))
+
+
+@api("copy")
+def copy_from_host(self, mem, size):
+    """Copy ``size`` bytes from host address ``mem`` (int or
+    ``ctypes.c_void_p``), on the legacy null stream; the host waits for the
+    copy (cudaMemcpy)."""
+    size = _size(size)
+    stream = _legacy()
+    if size > 0:
+        _h2d(_device_bytes(self, size), _host_bytes(mem, size), stream)
+
+
+@api("copy")
+def copy_from_host_async(self, mem, size, stream=None):
+    """Copy ``size`` bytes from host address ``mem`` on ``stream`` (default:
+    the current one): from pinned memory asynchronously, from pageable
+    memory the host waits, as ``ndarray.set`` (cudaMemcpyAsync)."""
+    size = _size(size)
+    stream = _stream_or_current(stream)
+    if size > 0:
+        _h2d(_device_bytes(self, size), _host_bytes(mem, size), stream)
+    else:
+        _begin_copy(stream, 0, "H2D")
+
+
+def copy_from(self, mem, size):
+    """``copy_from_device`` for a `MemoryPointer`, else
+    ``copy_from_host``."""
+    if isinstance(mem, MemoryPointer):
+        self.copy_from_device(mem, size)
+    else:
+        self.copy_from_host(mem, size)
+
+
+def copy_from_async(self, mem, size, stream=None):
+    """``copy_from_device_async`` for a `MemoryPointer`, else
+    ``copy_from_host_async``."""
+    if isinstance(mem, MemoryPointer):
+        self.copy_from_device_async(mem, size, stream)
+    else:
+        self.copy_from_host_async(mem, size, stream)
+
+
+@api("copy")
+def copy_to_host(self, mem, size):
+    """Copy ``size`` bytes to host address ``mem``, on the legacy null
+    stream; returns once they have arrived."""
+    size = _size(size)
+    stream = _legacy()
+    if size > 0:
+        _d2h(_host_bytes(mem, size), _device_bytes(self, size), stream)
+
+
+@api("copy")
+def copy_to_host_async(self, mem, size, stream=None):
+    """Copy ``size`` bytes to host address ``mem`` on ``stream`` (default:
+    the current one): into pinned memory asynchronously (synchronize the
+    stream before reading it), into pageable memory the host waits."""
+    size = _size(size)
+    stream = _stream_or_current(stream)
+    if size > 0:
+        _d2h(_host_bytes(mem, size), _device_bytes(self, size), stream,
+             blocking=False)
+    else:
+        _begin_copy(stream, 0, "D2H")
+
+
+@api("launch")
+def memset(self, value, size):
+    """Set ``size`` bytes to ``value`` (its low byte, as cudaMemset), on
+    the legacy null stream; the host does not wait."""
+    size = _size(size)
+    stream = _legacy()
+    if size > 0:
+        _fill(self, value, size, stream)
+
+
+@api("launch")
+def memset_async(self, value, size, stream=None):
+    """``memset`` on ``stream`` (default: the current one)."""
+    size = _size(size)
+    if size > 0:
+        _fill(self, value, size, _stream_or_current(stream))
+
+
+for _f in (copy_from_device, copy_from_device_async, copy_from_host,
+           copy_from_host_async, copy_from, copy_from_async, copy_to_host,
+           copy_to_host_async, memset, memset_async):
+    setattr(MemoryPointer, _f.__name__, _f)

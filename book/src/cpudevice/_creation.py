@@ -12,6 +12,7 @@ from .cuda.stream import _queue_of
 from ._core import _launch, _normalize_shape
 from ._ndarray import _empty, ndarray
 from ._copies import _h2d
+from ._cai import as_cupy_like
 
 
 # -- creation -----------------------------------------------------------------
@@ -106,6 +107,14 @@ def linspace(start, stop, num=50, endpoint=True, retstep=False, dtype=None,
 @api("copy")
 def array(obj, dtype=None, copy=True, order="K", subok=False, ndmin=0, *,
           blocking=False):
+    """A device array of ``obj``: a copy unless ``copy`` is false and ``obj``
+    is a device array already. An object with ``__cuda_array_interface__``
+    (or ``__cupy_get_ndarray__``) is first viewed as one (zero copy, after
+    its stream has been synchronized: `_cai`)."""
+    if not isinstance(obj, (ndarray, numpy.ndarray)):
+        converted = as_cupy_like(obj)
+        if converted is not None:
+            obj = converted
     if isinstance(obj, ndarray):
         if obj.device.id != runtime.getDevice():
             obj = obj.get()
@@ -133,7 +142,9 @@ def array(obj, dtype=None, copy=True, order="K", subok=False, ndmin=0, *,
 @api("copy")
 def asarray(a, dtype=None, order=None, *, copy=None, blocking=False):
     """``a`` as a device array on the current device (``a`` itself if it is
-    one already); from the host, a copy on the current stream."""
+    one already, a view of another library's device memory if ``a`` has
+    ``__cuda_array_interface__``); from the host, a copy on the current
+    stream."""
     return array(a, dtype, copy=bool(copy), order=order or "K",
                  blocking=blocking)
 

@@ -7,11 +7,13 @@ model's frames (`src._tracebacks`)."""
 from .._tracebacks import reader_traceback, shown  # noqa: F401 (model)
 
 errorInvalidValue = 1
+errorInitializationError = 3
 errorMemoryAllocation = 2
 errorInvalidDevice = 101
 errorInvalidResourceHandle = 400
 errorIllegalState = 401
 errorNotReady = 600
+errorIllegalAddress = 700
 errorStreamCaptureUnsupported = 900
 errorStreamCaptureInvalidated = 901
 errorStreamCaptureMerge = 902
@@ -24,6 +26,8 @@ errorCapturedEvent = 907
 _ERRORS = {
     errorInvalidValue: ("cudaErrorInvalidValue", "invalid argument"),
     errorMemoryAllocation: ("cudaErrorMemoryAllocation", "out of memory"),
+    errorInitializationError: ("cudaErrorInitializationError",
+                               "initialization error"),
     errorInvalidDevice: ("cudaErrorInvalidDevice", "invalid device ordinal"),
     errorInvalidResourceHandle: ("cudaErrorInvalidResourceHandle",
                                  "invalid resource handle"),
@@ -31,6 +35,8 @@ _ERRORS = {
                         "the operation cannot be performed in the present "
                         "state"),
     errorNotReady: ("cudaErrorNotReady", "device not ready"),
+    errorIllegalAddress: ("cudaErrorIllegalAddress",
+                          "an illegal memory access was encountered"),
     errorStreamCaptureUnsupported: (
         "cudaErrorStreamCaptureUnsupported",
         "operation not permitted when stream is capturing"),

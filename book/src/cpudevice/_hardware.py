@@ -39,6 +39,7 @@ from . import _profile
 from ._clock import (_running, api, clock, globaltimer_ns,  # noqa: F401
                      host_lag, host_now, host_sleep, host_wait_until,
                      sleep_until)
+from ._fork import check_not_forked
 from ._profile import (CAPACITY, DEFAULT_PROFILE, N_DEVICES,  # noqa: F401
                        Profile, _config, _parse_bytes, set_profile)
 from ._queue import (COPY, HOST, KERNEL, MARK, Capture, Item,  # noqa: F401
@@ -186,6 +187,7 @@ class DeviceState:
 
     def reserve(self, nbytes):
         """Take ``nbytes`` of device memory; False when it does not fit."""
+        check_not_forked()
         with self.lock:
             if self.reserved + nbytes > self.capacity:
                 return False

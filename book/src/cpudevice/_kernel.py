@@ -15,7 +15,7 @@ import math
 import numpy
 
 from .. import twins
-from . import _core, _ctranslate, _hardware, _ndarray, _routines
+from . import _core, _ctranslate, _errors, _hardware, _ndarray, _routines
 from ._core import _broadcast_shape, _check_device, _launch
 from ._ndarray import _empty, ndarray
 from ._hardware import api
@@ -298,7 +298,18 @@ class RawKernel:
                      for a in args)
         twin = twins.lookup(self.name)
         threads = math.prod(grid) * math.prod(block)
-        _launch(lambda: twin(grid, block, host, shared_mem=shared_mem),
+
+        def run():
+            try:
+                twin(grid, block, host, shared_mem=shared_mem)
+            except IndexError:  # it read outside its arrays: a GPU faults
+                raise _errors._error(
+                    _errors.errorIllegalAddress,
+                    f"kernel {self.name!r} read or wrote outside its "
+                    "arrays; CUDA reports the fault at a later call (set "
+                    "CUDA_LAUNCH_BLOCKING=1 to have it at the launch)"
+                ) from None
+        _launch(run,
                 _ndarray._nbytes(args), stream=stream, name=self.name,
                 items=threads, steps=_steps(self.name, (), args),
                 real=_real_time(twin))

@@ -314,8 +314,10 @@ def _empty(shape, dtype, order="C"):
     order = "F" if order == "F" else "C"
     if nbytes:          # the block's bytes (`MemoryPointer._buffer`)
         chunk = memptr.mem.chunk
-        view = numpy.ndarray(shape, dtype, chunk.mem.buf, chunk.offset,
-                             order=order)
+        if chunk is None:   # an allocator lent another library's memory
+            chunk = memptr.mem.view()           # (UnownedMemory)
+        view = numpy.ndarray(shape, dtype, chunk.mem.buf,
+                             memptr.ptr - chunk.mem.ptr, order=order)
     else:
         view = numpy.ndarray(shape, dtype, numpy.empty(0, numpy.uint8),
                              order=order)

@@ -16,7 +16,7 @@ from collections import deque
 
 import numpy
 
-from . import _errors, _profile
+from . import _errors, _fork, _profile
 from ._clock import _host, _running, clock, host_now, host_wait_until
 
 # -- queues and their workers -------------------------------------------------
@@ -124,6 +124,7 @@ class Queue:
         if blocking and not legacy:
             dev.blocking_queues.add(self)
         _all_queues.add(self)
+        _fork.started = True        # the runtime has started
 
     # -- host side ---------------------------------------------------------
     def submit(self, fn, engine=None, deps=(), cost=None, kind=None,
@@ -136,6 +137,7 @@ class Queue:
         duration of ``fn`` count as well (an operation that waits on the
         host). ``issued`` is when the device gets it, if later than now
         (after the host has staged its data, say)."""
+        _fork.check_not_forked()
         if kind is None:
             kind = (MARK if engine is None else
                     KERNEL if engine is self.dev.compute else COPY)
@@ -274,6 +276,7 @@ class Queue:
         view of the device clock has passed its modelled end (`_clock`: the
         wait costs the view what the model says it lasts); raise a failure
         of the queue's work."""
+        _fork.check_not_forked()
         self.check_not_capturing()
         since = host_now()
         if item is None:

@@ -24,8 +24,8 @@ import threading
 from .. import _hardware
 from .._hardware import api
 from . import memory, runtime
-from .device import Device, _state
-from .memory import MemoryPointer, _Chunk, _Device_Memory
+from .device import _state
+from .memory import BaseMemory, MemoryPointer, _Chunk, _Device_Memory
 
 
 def _worker_or_capturing(dev):
@@ -51,7 +51,7 @@ def _synchronize(dev):
             _hardware.host_wait_until(item.end, since, item.lag)
 
 
-class _Raw:
+class _Raw(BaseMemory):
     """Memory of its own (not a pool's block): the buffer is a chunk that
     starts at 0, so an array views it as it views a pool's block."""
 
@@ -65,13 +65,6 @@ class _Raw:
         self.buf = dm.buf
         self.ptr = dm.ptr if size else 0
         self.chunk = _Chunk(dm, 0, size, None)
-
-    def __int__(self):
-        return self.ptr
-
-    @property
-    def device(self):
-        return Device(self.device_id)
 
 
 class Memory(_Raw):

@@ -34,9 +34,10 @@ from .. import _hardware
 from .._hardware import api
 from . import memory, runtime
 from .allocator import _Raw
+from .base_memory import memoryTypeManaged
 from .device import _state
 from .memory import MemoryPointer, _Device_Memory
-from .memory_async import _queue_of_ptr
+from .handles import _queue_of_handle
 
 PAGE = 2 << 20                      # modelled migration unit: 2 MiB
 
@@ -66,7 +67,7 @@ class _Range:
     """One managed allocation: its buffer and where each page lives."""
 
     def __init__(self, size, device_id):
-        self.mem = _Device_Memory(size, device_id)
+        self.mem = _Device_Memory(size, device_id, memoryTypeManaged)
         self.size, self.ptr, self.device_id = size, self.mem.ptr, device_id
         n = -(-size // PAGE)
         self.on_device = numpy.zeros(n, bool)
@@ -185,7 +186,7 @@ def memPrefetchAsync(devPtr, count, dstDevice, stream):
     ``dstDevice`` or to the host (``cudaCpuDeviceId``)."""
     if dstDevice != runtime.cudaCpuDeviceId:
         runtime._check(dstDevice)
-    q = _queue_of_ptr(stream)
+    q = _queue_of_handle(stream)
     with _lock:
         r = _range_of(devPtr)
         moved = r.prefetch(devPtr - r.ptr, count,

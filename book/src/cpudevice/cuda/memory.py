@@ -6,18 +6,18 @@ the arena of the stream they were allocated on and are reused (best fit,
 split and merged) by later allocations on that stream; when the device or
 the limit is exhausted the pool frees its cached blocks, collects garbage
 and retries before raising ``OutOfMemoryError``. Device memory is real
-memory: each block is a NumPy byte buffer.
+memory: each block is a NumPy byte buffer (`base_memory._Device_Memory`).
 """
 import bisect
 import gc
 import operator
 import threading
 
-import numpy
-
 from . import runtime
 from .._errors import reader_traceback
 from .._hardware import api
+from .base_memory import (  # noqa: F401  (cupy.cuda.memory's names)
+    BaseMemory, UnownedMemory, _Device_Memory)
 from .device import Device, _state
 from .memory_hook import _hooks
 from .memory_hook import _tls as _hook_tls
@@ -49,23 +49,6 @@ class OutOfMemoryError(MemoryError):
         return (type(self), (self._size, self._total, self._limit))
 
     _render_traceback_ = reader_traceback     # the reader's lines, message
-
-
-_ALIGN = 256          # cudaMalloc returns 256-byte aligned addresses
-
-
-class _Device_Memory:
-    """One allocation taken from the device: a real byte buffer."""
-
-    __slots__ = ("buf", "size", "ptr", "device_id")
-
-    def __init__(self, size, device_id):
-        raw = numpy.empty(size + _ALIGN - 1, numpy.uint8)
-        start = -raw.ctypes.data % _ALIGN
-        self.buf = raw[start:start + size]
-        self.size = size
-        self.ptr = self.buf.ctypes.data
-        self.device_id = device_id
 
 
 class _Owned:
@@ -143,7 +126,7 @@ class _Arena:
         return sum(len(v) for v in self.by_size.values())
 
 
-class _PooledMemory:
+class _PooledMemory(BaseMemory):
     """A block in use; returns to its arena when garbage-collected."""
 
     __slots__ = ("chunk", "pool", "size", "ptr", "device_id", "__weakref__")
@@ -223,11 +206,13 @@ class MemoryPointer:
     def _buffer(self):
         """The bytes of the block as a NumPy array (model-internal)."""
         chunk = self.mem.chunk
+        if chunk is None:                   # an UnownedMemory not viewed yet
+            chunk = self.mem.view()
         off = self.ptr - chunk.mem.ptr
         return chunk.mem.buf[off:chunk.offset + chunk.size]
 
 
-class _ZeroMemory:
+class _ZeroMemory(BaseMemory):
     size = 0
     ptr = 0
 

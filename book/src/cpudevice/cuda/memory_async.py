@@ -34,6 +34,7 @@ from .allocator import _Raw
 from .device import _state
 from .memory import MemoryPointer, OutOfMemoryError, _Device_Memory
 from .memory import _limit_bytes, _round_size
+from .handles import _queue_of_handle
 from .stream import _queue_of, get_current_stream
 
 UINT64_MAX = 2 ** 64 - 1
@@ -186,21 +187,6 @@ def _pool_of_handle(pool):
     raise runtime.CUDARuntimeError(runtime.errorInvalidValue)
 
 
-def _queue_of_ptr(stream):
-    """The queue of the stream whose handle is ``stream``."""
-    if stream in (0, runtime.streamLegacy, runtime.streamPerThread):
-        return _queue_of(_StreamPtr(stream))
-    q = _hardware.streams.get(stream)
-    if q is None:
-        raise runtime.CUDARuntimeError(runtime.errorInvalidResourceHandle)
-    return q
-
-
-class _StreamPtr:
-    def __init__(self, ptr):
-        self.ptr = ptr
-
-
 def _supported(device_id):
     if not runtime.deviceGetAttribute(
             runtime.cudaDevAttrMemoryPoolsSupported, device_id):
@@ -212,11 +198,11 @@ def _supported(device_id):
 def mallocAsync(size, stream):
     if size == 0:
         return 0
-    return _pool(runtime.getDevice()).malloc(size, _queue_of_ptr(stream)).ptr
+    return _pool(runtime.getDevice()).malloc(size, _queue_of_handle(stream)).ptr
 
 
 def freeAsync(ptr, stream):
-    _pool(runtime.getDevice()).free_block(ptr, _queue_of_ptr(stream))
+    _pool(runtime.getDevice()).free_block(ptr, _queue_of_handle(stream))
 
 
 def deviceGetDefaultMemPool(device):

@@ -15,7 +15,7 @@ from .._errors import (  # noqa: F401  (cupy.cuda.runtime's names)
     errorStreamCaptureInvalidated, errorStreamCaptureMerge,
     errorStreamCaptureUnmatched, errorStreamCaptureUnjoined,
     errorStreamCaptureIsolation, errorStreamCaptureImplicit,
-    errorCapturedEvent)
+    errorCapturedEvent, errorInitializationError, errorIllegalAddress)
 
 is_hip = False
 
