@@ -22,8 +22,11 @@ lesson and its first glued sentences), and each Run All's seconds to
 (names, space-separated, or ``all``) runs other lessons, to time every
 Run All.
 
-Marked ``browser``, beside tests/test_browser.py: skipped without
-Chromium or JupyterLab, except under ``CI=true``, where that fails.
+Marked ``browser``, beside tests/test_browser.py, but run on its own
+(``.ci/run`` runs the two one after the other: Playwright's sync API
+allows one at a time in a process, and each file holds its own): skipped
+without Chromium or JupyterLab, except under ``CI=true``, where that
+fails.
 """
 import json
 import os
@@ -135,6 +138,16 @@ def lab(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def browser(lab):
+    import asyncio
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        pass                        # no other Playwright in this process
+    else:
+        pytest.skip("another test file's Playwright holds this process "
+                    "(Playwright's sync API allows one): run "
+                    "tests/test_jupyterlab.py in a pytest run of its own, "
+                    "as .ci/run does")
     from playwright.sync_api import sync_playwright
     with sync_playwright() as p:
         chromium = p.chromium.launch(
