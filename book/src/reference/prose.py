@@ -18,6 +18,7 @@ before running anything, and this run's once the cell runs.
 Module level imports nothing of `src`: the book's reader loads this file
 on its own.
 """
+import itertools
 import json
 import re
 from pathlib import Path
@@ -87,9 +88,10 @@ def _text(value):
     return "".join(value) if isinstance(value, list) else value
 
 
-#: ``{display id: (markdown, keys)}``: the texts `show` showed before the
-#: cells that glue ``keys`` ran.
+#: ``{(lesson, cell ids): (display id, markdown, keys)}``: the texts
+#: `show` showed last, each with the keys it quotes.
 pending = {}
+_shown = itertools.count(1)
 
 #: What a sentence shows for a value that a cell further down glues: the
 #: sentence is shown again, filled in, when that cell runs.
@@ -159,33 +161,30 @@ def show(lesson, *ids):
     """Show the cells ``ids`` of notebook ``lesson`` (read from ``book/``)
     as Markdown, with the values this kernel glued
     (`src.reference.glue.glued`). A value that a cell further down glues
-    reads `LATER` until that cell runs, when the shown text is filled in
-    (`pending`, an IPython display update)."""
+    reads `LATER` until that cell runs; whenever a value the text quotes
+    is glued again (a cell further down, or one the reader runs again),
+    the shown text is filled in anew (`pending`, an IPython display
+    update)."""
     from IPython.display import display
     from .glue import after_glue, glued
     if update not in after_glue:
         after_glue.append(update)
     nb = json.loads((BOOK / f"{lesson}.ipynb").read_text())
     markdown = cell_sources(nb, ids)
-    display_id = f"prose-{lesson}-{ids[0]}"
+    # a display id of its own each time: nbclient fails on one shown again
+    # in a cell that ran again
+    display_id = f"prose-{lesson}-{ids[0]}-{next(_shown)}"
     display({"text/markdown": paste(markdown, glued)}, raw=True,
             display_id=display_id)
-    later = keys(markdown) - set(glued)
-    if later:
-        pending[display_id] = (markdown, later)
-    else:
-        pending.pop(display_id, None)
+    pending[(lesson, ids)] = (display_id, markdown, keys(markdown))
 
 
 def update(name):
-    """Fill ``name``, just glued, into the shown texts that wait for it
+    """Fill ``name``, just glued, into the shown texts that quote it
     (`show`)."""
     from IPython.display import display
     from .glue import glued
-    for display_id, (markdown, later) in list(pending.items()):
-        if name in later:
-            later.discard(name)
+    for display_id, markdown, quoted in pending.values():
+        if name in quoted:
             display({"text/markdown": paste(markdown, glued)}, raw=True,
                     display_id=display_id, update=True)
-            if not later:
-                del pending[display_id]
