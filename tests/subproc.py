@@ -4,9 +4,11 @@ A child runs from ``book/`` (where ``import src`` works, as in the lessons)
 with ``tests/`` on its path (so it can ``import modelkit``), and always
 under a timeout: a child that hangs fails its test instead of the suite.
 """
+import contextlib
 import os
 import subprocess
 import sys
+import threading
 from pathlib import Path
 
 TESTS = Path(__file__).resolve().parent
@@ -33,6 +35,33 @@ def command(argv, *, backend=None, env=None, cwd=BOOK, timeout=TIMEOUT_S,
             p for p in (str(TESTS), str(BOOK), e.get("PYTHONPATH")) if p)
     return subprocess.run(list(argv), cwd=cwd, env=e, capture_output=True,
                           text=True, timeout=timeout or TIMEOUT_S)
+
+
+@contextlib.contextmanager
+def server(argv, *, env=None, cwd=BOOK, log=None, timeout=1800):
+    """Start ``argv`` in the background (a server: JupyterLab) for a
+    ``with`` block, its output to the file ``log``, and stop it when the
+    block ends, or kill it once ``timeout`` seconds have passed, whichever
+    comes first: yields the ``Popen``."""
+    e = dict(os.environ)
+    e.update(env or {})
+    out = open(log, "w") if log else subprocess.DEVNULL
+    proc = subprocess.Popen(list(argv), cwd=cwd, env=e, stdout=out,
+                            stderr=subprocess.STDOUT)
+    limit = threading.Timer(timeout, proc.kill)
+    limit.start()
+    try:
+        yield proc
+    finally:
+        limit.cancel()
+        proc.terminate()
+        try:
+            proc.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+        if log:
+            out.close()
 
 
 def run(args, **kw):

@@ -6,13 +6,16 @@ from pathlib import Path
 import nbformat
 import pytest
 
+from src.reference.prose import as_book
+
 BOOK = Path(__file__).resolve().parents[1] / "book"
 NOTEBOOKS = sorted(BOOK.glob("[0-9][0-9]_*.ipynb"))
 
 
 @pytest.fixture(params=NOTEBOOKS, ids=[p.stem for p in NOTEBOOKS])
 def nb(request):
-    return nbformat.read(request.param, as_version=4)
+    """The lesson as the book reads it (raw markdown cells as markdown)."""
+    return as_book(nbformat.read(request.param, as_version=4))
 
 
 def markdown(nb):

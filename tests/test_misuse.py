@@ -12,6 +12,7 @@ import pytest
 import subproc
 import src.cpudevice as cp
 from src import loops, twins
+from src.reference.prose import as_book
 
 BOOK = os.path.join(os.path.dirname(__file__), "..", "book")
 CUDAError = cp.cuda.runtime.CUDARuntimeError
@@ -165,7 +166,7 @@ def page_cells():
     with open(os.path.join(BOOK, "misuse.ipynb")) as f:
         return [(c["cell_type"], "".join(c["source"]),
                  c.get("metadata", {}).get("tags", []))
-                for c in json.load(f)["cells"]]
+                for c in as_book(json.load(f))["cells"]]
 
 
 def page_markdown():

@@ -18,6 +18,8 @@ from pathlib import Path
 import pytest
 import yaml
 
+from src.reference.prose import as_book
+
 ROOT = Path(__file__).resolve().parents[1]
 BOOK = ROOT / "book"
 LESSONS = sorted(p.stem for p in BOOK.glob("[0-9][0-9]_*.ipynb"))
@@ -25,7 +27,9 @@ ANSI = re.compile(r"\x1b\[[0-9;]*m")
 
 
 def read(lesson):
-    return json.loads((BOOK / f"{lesson}.ipynb").read_text())
+    """Lesson ``lesson`` as the book reads it (raw markdown cells as
+    markdown)."""
+    return as_book(json.loads((BOOK / f"{lesson}.ipynb").read_text()))
 
 
 def text(value):

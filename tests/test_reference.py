@@ -20,6 +20,7 @@ import subproc
 import src
 from modelkit import model_profile, nvidia_smi_fields
 from src import reference as R
+from src.reference.prose import is_markdown
 
 BOOK = Path(__file__).resolve().parents[1] / "book"
 LESSONS = R.lesson_names(BOOK)
@@ -736,7 +737,7 @@ def test_prose_names_the_reference_gpu_through_glue(lesson):
         R.short_name(R.load(d)["device"]["name"]).split()[-1]
         for d in R.reference_devices())}))
     found = [(f"markdown cell {c.get('id')}", hit)
-             for c in nb["cells"] if c["cell_type"] == "markdown"
+             for c in nb["cells"] if is_markdown(c)
              for hit in named_by_hand("".join(c["source"]), names)]
     # Words computed in code may name the model's profile from the profile
     # itself (`Lesson.glue_profile`); code that writes it by hand is
@@ -1049,7 +1050,7 @@ def _prose_paragraphs(nb):
     """The paragraphs and list items of a notebook's markdown, tables
     left out."""
     for cell in nb["cells"]:
-        if cell["cell_type"] != "markdown":
+        if not is_markdown(cell):
             continue
         text = "".join(cell["source"])
         for para in re.split(r"\n\s*\n|\n(?=\s*[*-] )", text):

@@ -25,10 +25,15 @@ take the new output as the truth from now on, so check that it should.
 A lesson is stored as JupyterLab should show it (`jupyterlab_layout`): a
 code cell the book hides (tags ``remove-cell``, ``remove-input``,
 ``hide-input``, ...) has its input collapsed, and its outputs where the
-book removes them (``metadata.jupyter.source_hidden``, ``outputs_hidden``),
-and each exercise's solution (a ``:::{dropdown}``) is a markdown cell of
-its own, collapsed; the book renders the same page. ``--layout-only`` does
-that without running the lessons.
+book removes them (``metadata.jupyter.source_hidden``, ``outputs_hidden``);
+each exercise's solution (a ``:::{dropdown}``) is a cell of its own,
+collapsed; and each run of markdown cells that paste glued values is
+shown, numbers filled in, by a cell below it (`prose_layout`). Text that
+JupyterLab keeps collapsed is stored in raw cells of format
+``text/markdown``, which the book reads as markdown: JupyterLab's Run All
+expands a collapsed markdown cell, never a raw one. The book renders the
+same page. ``--layout-only`` does that without running the lessons: run
+it after a merge, or after editing a lesson's prose.
 """
 import argparse
 import hashlib
@@ -65,6 +70,16 @@ SOURCE_HIDDEN = {"remove-cell", "remove-input", "hide-input", "hide-cell"}
 OUTPUTS_HIDDEN = {"remove-cell", "remove-output", "hide-output", "hide-cell"}
 #: The fence that opens a solution, at the start of a line.
 SOLUTION = re.compile(r"^(:::+)\s*\{dropdown\}")
+#: The tag of a cell that shows the glued prose above it in JupyterLab
+#: (`prose_layout`; with ``remove-cell``, its outputs stay shown).
+PROSE_TAG = "jupyterlab-prose"
+#: The ``metadata.format`` of a raw cell the book reads as markdown.
+MARKDOWN = "text/markdown"
+#: The first line of the raw cells of glued prose: a MyST comment (the
+#: book drops it) that JupyterLab shows on the collapsed bar.
+PROSE_MARK = ("% The book's source of the text below: its numbers are "
+              "glued in")
+HEADINGS = re.compile(r"\A((?:#{1,6} [^\n]*\n)+)\n+(?=\S)")
 
 
 def collapse_hidden(nb):
@@ -78,7 +93,8 @@ def collapse_hidden(nb):
         flags = dict(cell.metadata.get("jupyter", {}))
         for key, names in (("source_hidden", SOURCE_HIDDEN),
                            ("outputs_hidden", OUTPUTS_HIDDEN)):
-            if tags & names:
+            if tags & names and not (key == "outputs_hidden"
+                                     and PROSE_TAG in tags):
                 flags[key] = True
             else:
                 flags.pop(key, None)
@@ -142,17 +158,121 @@ def collapse_solutions(nb):
         for k, (solution, text) in enumerate(solution_parts(cell.source)):
             part = cell if k == 0 else _new_markdown(nb, cell, k, ids)
             part.source = text
-            flags = dict(part.metadata.get("jupyter", {}))
-            if solution:
-                flags["source_hidden"] = True
-            else:
-                flags.pop("source_hidden", None)
-            if flags:
-                part.metadata["jupyter"] = flags
-            else:
-                part.metadata.pop("jupyter", None)
+            _collapse(part, solution)
             cells.append(part)
     nb.cells = cells
+
+
+def _collapse(cell, hidden):
+    """Make ``cell`` a raw cell the book reads as markdown, collapsed in
+    JupyterLab (``hidden``), or a plain markdown cell."""
+    flags = dict(cell.metadata.get("jupyter", {}))
+    if hidden:
+        cell.cell_type = "raw"
+        cell.metadata["format"] = MARKDOWN
+        flags["source_hidden"] = True
+    else:
+        cell.cell_type = "markdown"
+        cell.metadata.pop("format", None)
+        flags.pop("source_hidden", None)
+    if flags:
+        cell.metadata["jupyter"] = flags
+    else:
+        cell.metadata.pop("jupyter", None)
+
+
+def _book_markdown(cell):
+    return cell.cell_type == "markdown" or (
+        cell.cell_type == "raw" and cell.metadata.get("format") == MARKDOWN)
+
+
+def _solution(cell):
+    return _book_markdown(cell) and cell.source.startswith("% Solution")
+
+
+def _glues(cell):
+    return (_book_markdown(cell) and "{glue" in cell.source
+            and not _solution(cell))
+
+
+def _prose():
+    if str(BOOK) not in sys.path:
+        sys.path.insert(0, str(BOOK))
+    os.environ.setdefault("BOOK_BACKEND", "cpu")
+    from src.reference import prose
+    return prose
+
+
+def prose_layout(nb, lesson):
+    """Show each run of ``nb``'s markdown cells that paste glued values,
+    numbers filled in, in JupyterLab: its leading headings get a markdown
+    cell of their own; the run becomes one raw markdown cell (the book
+    reads markdown cells one after another: the page is the same), first
+    line `PROSE_MARK`, collapsed; below it a code cell tagged
+    ``remove-cell`` and `PROSE_TAG`, collapsed, shows it
+    (``src.reference.prose.show``), its stored output made from the
+    values glued in ``nb``'s stored outputs. Idempotent."""
+    import nbformat
+    cells = [c for c in nb.cells
+             if PROSE_TAG not in c.metadata.get("tags", [])]
+    ids = {c.get("id") for c in cells}
+    laid, run = [], []
+    glued = None
+
+    def close():
+        nonlocal glued
+        if not run:
+            return
+        prose = _prose()
+        glued = prose.glued_in(nb) if glued is None else glued
+        text = "\n\n".join(c.source for c in run)
+        cell = run[0]
+        cell.source = PROSE_MARK + "\n" + text
+        _collapse(cell, True)
+        shown = nbformat.v4.new_code_cell(
+            "# The book's text above, with this run's numbers\n"
+            "from src.reference.prose import show\n\n"
+            f'show("{lesson}", "{cell.id}")',
+            metadata={"tags": ["remove-cell", PROSE_TAG]})
+        shown["id"] = _new_id(f"{cell.id}:prose", ids)
+        # a count, as if it ran after the cell above it: nbval refuses a
+        # stored output of a cell that never ran
+        shown.execution_count = next((c.execution_count for c in
+                                      reversed(laid) if c.cell_type ==
+                                      "code"), None) or 1
+        shown.outputs = [nbformat.v4.new_output(
+            "display_data", data={"text/markdown": prose.paste(text,
+                                                               glued)})]
+        laid.extend([cell, shown])
+        run.clear()
+
+    for cell in cells:
+        if _book_markdown(cell) and cell.source.startswith(PROSE_MARK):
+            cell.source = cell.source[len(PROSE_MARK):].lstrip("\n")
+            _collapse(cell, False)
+        heads = HEADINGS.match(cell.source) if _glues(cell) else None
+        if heads:
+            close()
+            head = nbformat.v4.new_markdown_cell(heads.group(1).rstrip())
+            head["id"] = _new_id(f"{cell.id}:head", ids)
+            laid.append(head)
+            cell.source = cell.source[heads.end():]
+        if _glues(cell):
+            run.append(cell)
+            continue
+        close()
+        laid.append(cell)
+    close()
+    nb.cells = laid
+
+
+def _new_id(seed, ids):
+    n = 0
+    while (cid := hashlib.sha1(f"{seed}:{n}".encode()).hexdigest()[:8]) \
+            in ids:
+        n += 1
+    ids.add(cid)
+    return cid
 
 
 def _new_markdown(nb, cell, k, ids):
@@ -171,11 +291,12 @@ def _new_markdown(nb, cell, k, ids):
     return new
 
 
-def jupyterlab_layout(nb):
-    """Store ``nb`` as JupyterLab should show it (`collapse_hidden`,
-    `collapse_solutions`)."""
-    collapse_hidden(nb)
+def jupyterlab_layout(nb, lesson=None):
+    """Store ``nb`` (lesson ``lesson``) as JupyterLab should show it
+    (`collapse_solutions`, `prose_layout`, `collapse_hidden`)."""
     collapse_solutions(nb)
+    prose_layout(nb, lesson)
+    collapse_hidden(nb)
 
 
 def checked_texts(nb):
@@ -199,7 +320,7 @@ def execute(path, timeout=600):
     writer.execute_notebook(nb, timeout=timeout)
     errors = writer.unexpected_errors(nb)
     if not errors:
-        jupyterlab_layout(nb)
+        jupyterlab_layout(nb, path.stem)
         nbformat.write(nb, str(path))
     after = checked_texts(nb)
     return errors, sorted(i for i in after if after[i] != before.get(i))
@@ -226,7 +347,7 @@ def layout_only(paths):
     for path in paths:
         nb = nbformat.read(str(path), as_version=4)
         before = nbformat.writes(nb)
-        jupyterlab_layout(nb)
+        jupyterlab_layout(nb, path.stem)
         if nbformat.writes(nb) != before:
             nbformat.write(nb, str(path))
             changed.append(path)

@@ -15,6 +15,14 @@ stopped or was edited, is a `NotGlued` error, shown in one line.
 """
 from .store import GLUE_PREFIX
 
+#: ``{name: display data}`` of every value glued in this kernel, the
+#: latest of each name: what `src.reference.prose.show` pastes into a
+#: lesson's sentences in JupyterLab.
+glued = {}
+#: What runs with each name just glued (`src.reference.prose.update`
+#: fills it into the texts shown before it was glued).
+after_glue = []
+
 
 def glue(name, variable, display=True):
     """Glue ``variable`` under ``name`` as ``myst_nb.glue`` does: its display
@@ -25,8 +33,11 @@ def glue(name, variable, display=True):
     bundle, metadata = format_display_data(variable)
     prefix = "" if display else GLUE_PREFIX
     metadata["scrapbook"] = dict(name=name, mime_prefix=prefix)
+    glued[name] = bundle
     publish({prefix + k: v for k, v in bundle.items()}, raw=True,
             metadata=metadata)
+    for hook in after_glue:
+        hook(name)
 
 
 class NotGlued(KeyError):

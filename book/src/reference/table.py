@@ -93,10 +93,12 @@ def table_labels(markdown, values=None):
 
 def notebook_labels(nb, values=None):
     """`table_labels` of every markdown cell of notebook ``nb`` (a dict, as
-    json.load reads it), a later table's label winning."""
+    json.load reads it; raw markdown cells too, as the book reads them),
+    a later table's label winning."""
+    from .prose import is_markdown
     found = {}
     for cell in nb["cells"]:
-        if cell["cell_type"] == "markdown":
+        if is_markdown(cell):
             found.update(table_labels("".join(cell["source"]), values))
     return found
 
