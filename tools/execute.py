@@ -213,9 +213,18 @@ def prose_layout(nb, lesson):
     (``src.reference.prose.show``), its stored output made from the
     values glued in ``nb``'s stored outputs. Idempotent."""
     import nbformat
+    # A shown cell already laid out below an unchanged run keeps its
+    # output and count (those of the run that executed it).
+    kept, was = {}, {}
+    for i, c in enumerate(nb.cells):
+        if PROSE_TAG in c.metadata.get("tags", []) and i and \
+                nb.cells[i - 1].get("id"):
+            kept[nb.cells[i - 1].id] = c
+            was[nb.cells[i - 1].id] = nb.cells[i - 1].source
     cells = [c for c in nb.cells
              if PROSE_TAG not in c.metadata.get("tags", [])]
-    ids = {c.get("id") for c in cells}
+    ids = {c.get("id") for c in cells} | {c.get("id") for c in
+                                          kept.values()}
     laid, run = [], []
     glued = None
 
@@ -229,6 +238,10 @@ def prose_layout(nb, lesson):
         cell = run[0]
         cell.source = PROSE_MARK + "\n" + text
         _collapse(cell, True)
+        if cell.id in kept and was[cell.id] == cell.source:
+            laid.extend([cell, kept[cell.id]])
+            run.clear()
+            return
         shown = nbformat.v4.new_code_cell(
             "# The book's text above, with this run's numbers\n"
             "from src.reference.prose import show\n\n"
@@ -315,12 +328,19 @@ def execute(path, timeout=600):
     of checked cells whose outputs changed."""
     import nbformat
     from src.reference import writer
-    nb = nbformat.read(str(path), as_version=4)
+    stored = Path(path).read_text()
+    nb = nbformat.reads(stored, as_version=4)
+    # Laid out first, and written, so that the cells that show the prose
+    # (`prose_layout`; `show` reads its cells from the file) run in order
+    # with the rest: every cell's output and count is this run's.
+    jupyterlab_layout(nb, path.stem)
     before = checked_texts(nb)
+    nbformat.write(nb, str(path))
     writer.execute_notebook(nb, timeout=timeout)
     errors = writer.unexpected_errors(nb)
-    if not errors:
-        jupyterlab_layout(nb, path.stem)
+    if errors:
+        Path(path).write_text(stored)       # left as it was
+    else:
         nbformat.write(nb, str(path))
     after = checked_texts(nb)
     return errors, sorted(i for i in after if after[i] != before.get(i))
